@@ -1,0 +1,28 @@
+"""Every entry point runs end to end in its smoke mode."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str) -> str:
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_objectives_benchmark_smoke():
+    out = run(sys.executable, "benchmarks/objectives.py", "--smoke")
+    assert "| 512 | info_nce |" in out and "| 512 | dense |" in out
+    assert "info_nce peak at N = 512" in out
+
+
+def test_study_cli_env():
+    study = Path(sys.executable).with_name("study")
+    assert "env" in run(str(study), "--help")
+    out = run(str(study), "env")
+    assert "torch" in out and "device" in out

@@ -1,0 +1,410 @@
+"""InfoNCE, alignment and uniformity: brute-force loops, closed forms, worked numbers, gradcheck."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from reference import align_loop, circle, info_nce_loop, uniform_loop
+from torch.nn import functional as F
+
+from trainables import objectives
+from trainables.objectives import (
+    NonFiniteError,
+    align_loss,
+    align_uniform_loss,
+    candidates_per_anchor,
+    info_nce,
+    info_nce_dense,
+    nt_xent,
+    uniform_loss,
+)
+
+POLICIES = ["negative", "mask", "positive"]
+
+
+def seeded(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+@pytest.fixture
+def tiny_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Force the chunked path to split every batch into many anchor chunks."""
+    monkeypatch.setattr(objectives, "_CHUNK_ELEMENTS", 7)
+
+
+# ---------------------------------------------------------------------------------------------
+# tier 1: brute-force loop reference
+# ---------------------------------------------------------------------------------------------
+MULTI_VIEW = {
+    # sources with 2, 3 and 4 views, interleaved; groups join sources 0 and 2
+    "sources": [0, 1, 0, 2, 1, 2, 2, 0, 1, 2, 3, 3],
+    "groups": [0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 1, 1],
+}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("tau", [0.05, 0.2, 1.0, 3.0])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_info_nce_matches_loop_reference(policy, tau, chunked, monkeypatch):
+    if chunked:
+        monkeypatch.setattr(objectives, "_CHUNK_ELEMENTS", 7)
+    z = seeded(12, 5, seed=3)
+    sources, groups = MULTI_VIEW["sources"], MULTI_VIEW["groups"]
+    expected = info_nce_loop(z.tolist(), sources, tau, groups, policy)
+    per_anchor = info_nce(
+        z,
+        torch.tensor(sources),
+        tau,
+        groups=torch.tensor(groups),
+        group_policy=policy,
+        reduction="none",
+    )
+    torch.testing.assert_close(per_anchor, torch.tensor(expected, dtype=torch.float64))
+    mean = info_nce(z, torch.tensor(sources), tau, groups=torch.tensor(groups), group_policy=policy)
+    assert float(mean) == pytest.approx(sum(expected) / len(expected), rel=1e-12)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_chunked_info_nce_matches_dense_autograd(policy, tiny_chunks):
+    z = seeded(12, 5, seed=4).requires_grad_()
+    sources, groups = torch.tensor(MULTI_VIEW["sources"]), torch.tensor(MULTI_VIEW["groups"])
+    chunked = info_nce(z, sources, 0.3, groups=groups, group_policy=policy)
+    dense = info_nce_dense(z, sources, 0.3, groups=groups, group_policy=policy)
+    (g_chunked,) = torch.autograd.grad(chunked, z)
+    (g_dense,) = torch.autograd.grad(dense, z)
+    torch.testing.assert_close(chunked, dense)
+    torch.testing.assert_close(g_chunked, g_dense)
+
+
+def test_groups_without_effect_under_negative_policy():
+    z = seeded(12, 5, seed=5)
+    sources, groups = torch.tensor(MULTI_VIEW["sources"]), torch.tensor(MULTI_VIEW["groups"])
+    plain = info_nce(z, sources, 0.2)
+    grouped = info_nce(z, sources, 0.2, groups=groups, group_policy="negative")
+    masked = info_nce(z, sources, 0.2, groups=groups, group_policy="mask")
+    torch.testing.assert_close(plain, grouped)
+    assert not torch.allclose(plain, masked)
+
+
+def test_align_and_uniform_match_loop_reference():
+    x, y = seeded(9, 4, seed=6), seeded(9, 4, seed=7)
+    for alpha in (0.5, 1.0, 2.0, 3.0):
+        assert float(align_loss(x, y, alpha)) == pytest.approx(
+            align_loop(x.tolist(), y.tolist(), alpha)
+        )
+    for t in (0.5, 2.0, 10.0):
+        assert float(uniform_loss(x, t)) == pytest.approx(uniform_loop(x.tolist(), t))
+
+
+# ---------------------------------------------------------------------------------------------
+# tier 2: closed forms and the 2-view index algebra of seed 001
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("b", [2, 5, 64])
+@pytest.mark.parametrize("tau", [0.01, 0.1, 1.0])
+def test_collinear_views_give_log_2n_minus_1(b, tau):
+    # Every view is the same vector: every candidate is as likely as the partner.
+    z = torch.ones(2 * b, 8, dtype=torch.float64)
+    assert float(nt_xent(z[:b], z[b:], tau)) == pytest.approx(math.log(2 * b - 1), rel=1e-12)
+
+
+@pytest.mark.parametrize("views", [2, 3, 5])
+def test_orthogonal_sources_closed_form(views):
+    # N sources on orthogonal axes, V identical views each: s_pos = 1, s_neg = 0.
+    n, tau = 4, 0.25
+    z = torch.eye(n, dtype=torch.float64).repeat_interleave(views, dim=0)
+    sources = torch.arange(n).repeat_interleave(views)
+    expected = math.log((views - 1) * math.exp(1 / tau) + (n - 1) * views) - 1 / tau
+    assert float(info_nce(z, sources, tau)) == pytest.approx(expected, rel=1e-12)
+
+
+def test_mask_and_positive_policies_closed_form():
+    # Two groups of two sources; every view of a group is the same axis, groups orthogonal.
+    tau = 0.5
+    z = torch.tensor([[1.0, 0.0]] * 4 + [[0.0, 1.0]] * 4, dtype=torch.float64)
+    sources = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    groups = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+    e = math.exp(1 / tau)
+    # negative: 1 positive (s=1), 2 group mates (s=1) and 4 others (s=0) in the denominator
+    neg = -(1 / tau - math.log(3 * e + 4))
+    # mask: group mates leave the denominator
+    mask = -(1 / tau - math.log(e + 4))
+    # positive: group mates join P(i); all three have s = 1
+    pos = -(1 / tau - math.log(3 * e + 4))
+    for policy, expected in (("negative", neg), ("mask", mask), ("positive", pos)):
+        got = info_nce(z, sources, tau, groups=groups, group_policy=policy)
+        assert float(got) == pytest.approx(expected, rel=1e-12), policy
+
+
+def test_two_view_index_algebra_of_seed_001():
+    # The tutorial's own code: partner of i is (i + B) mod 2B, diagonal masked, cross entropy.
+    torch.manual_seed(47)
+    source_embeddings = torch.randn(5, 12)
+    first_views = source_embeddings + 0.04 * torch.randn_like(source_embeddings)
+    second_views = source_embeddings + 0.04 * torch.randn_like(source_embeddings)
+    projected = F.normalize(torch.cat((first_views, second_views), dim=0), dim=1)
+    temperature = 0.23
+    similarities = projected @ projected.T / temperature
+    similarities = similarities.masked_fill(torch.eye(10, dtype=torch.bool), float("-inf"))
+    positive_indices = (torch.arange(10) + 5) % 10
+    assert positive_indices.tolist() == [5, 6, 7, 8, 9, 0, 1, 2, 3, 4]
+    expected = F.cross_entropy(similarities, positive_indices)
+
+    torch.testing.assert_close(nt_xent(first_views, second_views, temperature), expected)
+    sources = torch.arange(5).repeat(2)
+    torch.testing.assert_close(
+        info_nce(torch.cat((first_views, second_views)), sources, temperature), expected
+    )
+
+
+def test_anchor_is_never_its_own_positive_or_negative():
+    # A wrong self-mask (subtracting the diagonal, lightning-bolts #695) changes this value.
+    z = circle(0, 10, 90, 100)
+    sources = torch.tensor([0, 0, 1, 1])
+    expected = info_nce_loop(z.tolist(), sources.tolist(), 0.5)
+    with_self = []
+    u = F.normalize(z, dim=1)
+    for i in range(4):
+        logits = u[i] @ u.T / 0.5  # self included in the denominator
+        p = i ^ 1
+        with_self.append(float(torch.logsumexp(logits, 0) - logits[p]))
+    got = info_nce(z, sources, 0.5, reduction="none")
+    torch.testing.assert_close(got, torch.tensor(expected, dtype=torch.float64))
+    assert not torch.allclose(got, torch.tensor(with_self, dtype=torch.float64))
+
+
+def test_candidates_per_anchor():
+    sources = torch.arange(6).repeat(2)
+    assert candidates_per_anchor(sources).tolist() == [10] * 12  # 2B - 2
+    groups = torch.tensor([0, 0, 0, 1, 1, 2]).repeat(2)
+    masked = candidates_per_anchor(sources, groups=groups, group_policy="mask")
+    # an anchor loses its group mates' views (2 per mate) from the denominator
+    assert masked.tolist() == [6, 6, 6, 8, 8, 10] * 2
+    promoted = candidates_per_anchor(sources, groups=groups, group_policy="positive")
+    assert promoted.tolist() == masked.tolist()
+
+
+# ---------------------------------------------------------------------------------------------
+# worked numbers of seed 004 (chapters 1, 2, 3, 4, 5) and seed 000
+# ---------------------------------------------------------------------------------------------
+def single_anchor_loss(anchor_deg, positive_deg, negative_degs, tau, scale=1.0):
+    """One anchor's InfoNCE against exactly the listed candidates.
+
+    Each negative needs a positive of its own to be a valid source; those twins are placed in
+    the anchor's group and masked, so the anchor's denominator is exactly {positive, negatives}.
+    """
+    k = len(negative_degs)
+    z = scale * circle(anchor_deg, positive_deg, *negative_degs, *negative_degs)
+    sources = torch.tensor([0, 0, *range(1, k + 1), *range(1, k + 1)])
+    groups = torch.tensor([0, 0, *range(1, k + 1), *[0] * k])
+    losses = info_nce(z, sources, tau, groups=groups, group_policy="mask", reduction="none")
+    return float(losses[0])
+
+
+def test_seed004_ch1_normalisation_closes_the_radius_dial():
+    # anchor 0°, positive 20°, negatives 80°, 150°, 200°, τ = 0.5: loss 0.2362 at r = 1.
+    assert single_anchor_loss(0, 20, [80, 150, 200], 0.5) == pytest.approx(0.2362, abs=1e-4)
+    # At r = 2 raw dot products give 0.0022; normalised inside, the loss does not move.
+    assert single_anchor_loss(0, 20, [80, 150, 200], 0.5, scale=2.0) == pytest.approx(
+        0.2362, abs=1e-4
+    )
+
+
+def test_seed004_ch4_finite_m_losses():
+    # τ = 1, anchor 0°, positive 20°. M = 3 negatives at 90°, 180°, 270°: 0.6551.
+    m3 = single_anchor_loss(0, 20, [90, 180, 270], 1.0)
+    assert m3 == pytest.approx(0.6551, abs=1e-4)
+    assert m3 - math.log(3) == pytest.approx(-0.4436, abs=1e-4)
+    # M = 1 negative at 90°: 0.3298.
+    assert single_anchor_loss(0, 20, [90], 1.0) == pytest.approx(0.3298, abs=1e-4)
+
+
+def test_seed004_ch2_alpha_table():
+    # Two positive pairs at chord distances 0.2 and 1.2.
+    angles = [math.degrees(2 * math.asin(d / 2)) for d in (0.2, 1.2)]
+    x, y = circle(0, 90), circle(angles[0], 90 + angles[1])
+    for alpha, expected in ((0.5, 0.7713), (1.0, 0.7000), (2.0, 0.7400)):
+        assert float(align_loss(x, y, alpha)) == pytest.approx(expected, abs=1e-4)
+
+
+def test_seed004_ch3_uniform_circle_reference():
+    # Evenly spaced points on S^1 approach E[G_2] = e^-4 I_0(4) = 0.207001, ℓ = -1.5750.
+    n = 1000
+    z = circle(*[360 * k / n for k in range(n)])
+    e_all = math.exp(-4) * 11.301922  # includes the i = j pairs; distinct pairs exclude them
+    expected = math.log((n * e_all - 1) / (n - 1))
+    assert float(uniform_loss(z, 2.0)) == pytest.approx(expected, abs=1e-5)
+    assert math.log(e_all) == pytest.approx(-1.5750, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("degrees", "align", "uniform"),
+    [
+        ((0, 0, 0, 0), 0.0, 0.0),  # A: total collapse
+        ((0, 0, 180, 180), 0.0, -1.0979),  # B: two antipodal atoms
+        ((-45, 45, 135, 225), 2.0, -4.3963),  # C: the square
+        ((-41, 41, 139, 221), 1.7217, -4.2500),  # D: δ = 41°, the optimum at λ = 1
+    ],
+)
+def test_seed004_ch5_four_points(degrees, align, uniform):
+    z = circle(*degrees)
+    # positive pairs {1, 2} and {3, 4}; uniformity over all six distinct pairs
+    assert float(align_loss(z[[0, 2]], z[[1, 3]])) == pytest.approx(align, abs=1e-4)
+    assert float(uniform_loss(z, 2.0)) == pytest.approx(uniform, abs=1e-4)
+
+
+def test_seed004_ch5_eight_points():
+    p = circle(0, 0, 90, 90, 180, 180, 270, 270)
+    q = circle(*[45 * k for k in range(8)])
+    assert float(uniform_loss(p, 2.0)) == pytest.approx(-1.8746, abs=1e-4)
+    # The seed prints -2.3629 from rounded terms (0.309867 for exp(-2 * 0.585786), which is
+    # 0.309879; and ln(0.094123) is -2.36315, not -2.3629). Exact: mean 0.0941272, -2.363109.
+    assert float(uniform_loss(q, 2.0)) == pytest.approx(-2.3629, abs=3e-4)
+    assert math.exp(float(uniform_loss(q, 2.0))) == pytest.approx(0.0941272, abs=1e-7)
+    assert float(align_loss(q[0::2], q[1::2])) == pytest.approx(0.585786, abs=1e-6)
+
+
+def test_align_uniform_loss_composition():
+    z1, z2 = circle(0, 180), circle(0, 180)
+    # aligned: 0; each view set is two antipodal points: log exp(-2 * 4) = -8
+    assert float(align_uniform_loss(z1, z2, lam=0.5, t=2.0)) == pytest.approx(-4.0, rel=1e-12)
+    x, y = seeded(7, 3, seed=8), seeded(7, 3, seed=9)
+    expected = (
+        align_loop(x.tolist(), y.tolist(), 2.0)
+        + 1.5 * (uniform_loop(x.tolist(), 3.0) + uniform_loop(y.tolist(), 3.0)) / 2
+    )
+    assert float(align_uniform_loss(x, y, lam=1.5, t=3.0)) == pytest.approx(expected)
+
+
+def test_uniform_loss_never_underflows():
+    # Antipodal points at huge t: the naive mean of exps underflows to 0 and its log to -inf.
+    z = circle(0, 180)
+    assert torch.log(torch.exp(torch.tensor(-4.0 * 300.0))) == -math.inf
+    assert float(uniform_loss(z, 300.0)) == pytest.approx(-1200.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# tier 3: gradcheck in float64
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("policy", POLICIES)
+def test_info_nce_gradcheck(policy, tiny_chunks):
+    z = seeded(12, 5, seed=10).requires_grad_()
+    sources, groups = torch.tensor(MULTI_VIEW["sources"]), torch.tensor(MULTI_VIEW["groups"])
+    assert torch.autograd.gradcheck(
+        lambda z: info_nce(z, sources, 0.3, groups=groups, group_policy=policy), (z,)
+    )
+    assert torch.autograd.gradcheck(
+        lambda z: info_nce(z, sources, 0.3, groups=groups, group_policy=policy, reduction="none"),
+        (z,),
+    )
+
+
+def test_nt_xent_gradcheck():
+    z1, z2 = seeded(6, 4, seed=11).requires_grad_(), seeded(6, 4, seed=12).requires_grad_()
+    assert torch.autograd.gradcheck(lambda a, b: nt_xent(a, b, 0.1), (z1, z2))
+
+
+@pytest.mark.parametrize("alpha", [1.0, 2.0, 3.0])
+def test_align_uniform_gradcheck(alpha):
+    z1, z2 = seeded(6, 4, seed=13).requires_grad_(), seeded(6, 4, seed=14).requires_grad_()
+    assert torch.autograd.gradcheck(lambda a, b: align_loss(a, b, alpha), (z1, z2))
+    assert torch.autograd.gradcheck(lambda a: uniform_loss(a, 2.0), (z1,))
+    assert torch.autograd.gradcheck(
+        lambda a, b: align_uniform_loss(a, b, 0.7, 2.0, alpha), (z1, z2)
+    )
+
+
+def test_align_gradient_is_zero_not_nan_at_identical_views():
+    z = seeded(4, 3, seed=15).requires_grad_()
+    for alpha in (1.0, 1.5, 2.0):
+        (g,) = torch.autograd.grad(align_loss(z, z.detach().clone(), alpha), z)
+        assert torch.isfinite(g).all(), alpha
+
+
+# ---------------------------------------------------------------------------------------------
+# low temperature and low precision
+# ---------------------------------------------------------------------------------------------
+def naive_exp_then_log_nt_xent(z1: torch.Tensor, z2: torch.Tensor, tau: float) -> torch.Tensor:
+    """The exp-then-log formulation (as in solo-learn) — overflows at small τ."""
+    u = F.normalize(torch.cat([z1, z2]), dim=1)
+    sim = torch.exp(u @ u.T / tau)
+    b = z1.shape[0]
+    sim = sim * (1 - torch.eye(2 * b, dtype=sim.dtype))
+    pos = torch.cat([torch.diag(sim, b), torch.diag(sim, -b)])
+    return -torch.log(pos / sim.sum(dim=1)).mean()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_finite_at_tau_0_01(dtype):
+    base = seeded(64, 32, seed=16, dtype=torch.float64)
+    z1 = (base + 0.05 * seeded(64, 32, seed=17, dtype=torch.float64)).to(dtype).requires_grad_()
+    z2 = (base + 0.05 * seeded(64, 32, seed=18, dtype=torch.float64)).to(dtype).requires_grad_()
+    if dtype == torch.float32:
+        assert not torch.isfinite(naive_exp_then_log_nt_xent(z1, z2, 0.01))
+    loss = nt_xent(z1, z2, 0.01)
+    g1, g2 = torch.autograd.grad(loss, (z1, z2))
+    assert torch.isfinite(loss) and torch.isfinite(g1).all() and torch.isfinite(g2).all()
+    assert g1.dtype == dtype
+    reference = nt_xent(z1.detach().double(), z2.detach().double(), 0.01)
+    assert float(loss.detach()) == pytest.approx(float(reference), rel=1e-4)
+    loss_au = align_uniform_loss(z1, z2, lam=1.0, t=50.0)
+    assert torch.isfinite(loss_au).all()
+    assert all(torch.isfinite(g).all() for g in torch.autograd.grad(loss_au, (z1, z2)))
+
+
+# ---------------------------------------------------------------------------------------------
+# bad input: ValueError naming the argument and its value
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("tau", [0.0, -0.1, math.nan, math.inf])
+def test_bad_temperature(tau):
+    with pytest.raises(ValueError, match=rf"temperature .*{tau!r}"):
+        info_nce(seeded(4, 3), torch.tensor([0, 0, 1, 1]), tau)
+
+
+def test_single_view_source():
+    with pytest.raises(ValueError, match=r"sources: source 7 \(row 2\) has a single view"):
+        info_nce(seeded(4, 3), torch.tensor([0, 0, 7, 3]), 0.1)
+
+
+def test_mismatched_lengths():
+    with pytest.raises(ValueError, match="sources has length 3 but z has 4 rows"):
+        info_nce(seeded(4, 3), torch.tensor([0, 0, 1]), 0.1)
+    with pytest.raises(ValueError, match="groups has length 2 but z has 4 rows"):
+        info_nce(seeded(4, 3), torch.tensor([0, 0, 1, 1]), 0.1, groups=torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"x and y must have one shape, got \(4, 3\) and \(5, 3\)"):
+        align_loss(seeded(4, 3), seeded(5, 3))
+
+
+def test_unknown_policy():
+    with pytest.raises(ValueError, match=r"group_policy must be one of .* got 'drop'"):
+        info_nce(seeded(4, 3), torch.tensor([0, 0, 1, 1]), 0.1, group_policy="drop")
+
+
+def test_uniformity_needs_two_points():
+    with pytest.raises(ValueError, match="x: uniformity needs at least 2 points, got 1"):
+        uniform_loss(seeded(1, 3))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_non_finite_z(bad):
+    z = seeded(4, 3)
+    z[2, 1] = bad
+    with pytest.raises(NonFiniteError, match="z holds non-finite values in 1 of 4 rows"):
+        info_nce(z, torch.tensor([0, 0, 1, 1]), 0.1)
+    with pytest.raises(ValueError, match="x holds non-finite values"):
+        uniform_loss(z)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"t": 0.0}, "t must be a positive finite number, got 0.0"),
+        ({"alpha": -1.0}, "alpha must be a positive finite number, got -1.0"),
+        ({"lam": -0.5}, "lam must be a finite number >= 0, got -0.5"),
+    ],
+)
+def test_bad_align_uniform_arguments(kwargs, message):
+    args = {"lam": 1.0, "t": 2.0, "alpha": 2.0} | kwargs
+    with pytest.raises(ValueError, match=message):
+        align_uniform_loss(seeded(4, 3), seeded(4, 3, seed=1), **args)

@@ -1,0 +1,479 @@
+"""Contrastive objectives as pure functions on torch tensors.
+
+Everything here works on any device and any float dtype. Rows are L2-normalised inside every
+function, so similarity is cosine and squared distance is ``2 - 2 cos``. Half-precision inputs
+(float16, bfloat16) are computed in float32 and their gradients cast back; float64 stays float64.
+
+Shapes use N for the number of rows on this process and M for the number of candidate rows after
+an optional data-parallel gather (M = world_size * N).
+
+Data parallelism
+----------------
+``gather=all_gather_with_grad`` (or ``all_gather_detached``) makes every candidate set global:
+each process computes its own anchors against the rows of every process. The returned value is the
+full-batch value on every rank, equal to what one process holding the whole batch computes. With
+``all_gather_with_grad`` the gradient that reaches this rank's rows is ``world_size`` times the
+one-process gradient of those rows, so DDP's mean over ranks gives exactly the one-process gradient.
+``all_gather_detached`` is what many public implementations do: the peers' rows carry no gradient,
+so the repulsion that this rank's rows exert on the others' anchors is lost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Literal
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+from torch.nn import functional as F
+
+GroupPolicy = Literal["negative", "mask", "positive"]
+GROUP_POLICIES: tuple[str, ...] = ("negative", "mask", "positive")
+Gather = Callable[[Tensor], Tensor]
+
+# Elements of one anchor-chunk × candidates block: 2**22 float32 is 16 MiB per intermediate.
+_CHUNK_ELEMENTS = 2**22
+
+
+class NonFiniteError(ValueError):
+    """Raised when an objective's input holds NaN or inf (a diverged encoder)."""
+
+
+# --------------------------------------------------------------------------------------------
+# validation helpers
+# --------------------------------------------------------------------------------------------
+def _check_positive_finite(name: str, value: float) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}") from err
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    return value
+
+
+def _check_rows(name: str, x: Tensor, min_rows: int = 1) -> None:
+    if not isinstance(x, Tensor) or x.dim() != 2:
+        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"{name} must be a 2-D tensor (N, D), got shape {shape}")
+    if not x.is_floating_point():
+        raise ValueError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
+    if x.shape[0] < min_rows:
+        raise ValueError(f"{name} needs at least {min_rows} rows, got {x.shape[0]}")
+    if not bool(torch.isfinite(x).all()):
+        bad = int((~torch.isfinite(x)).any(dim=1).sum())
+        raise NonFiniteError(f"{name} holds non-finite values in {bad} of {x.shape[0]} rows")
+
+
+def _check_labels(name: str, labels: Tensor, n: int) -> Tensor:
+    if not isinstance(labels, Tensor) or labels.dim() != 1:
+        shape = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
+        raise ValueError(f"{name} must be a 1-D integer tensor, got shape {shape}")
+    if labels.shape[0] != n:
+        raise ValueError(f"{name} has length {labels.shape[0]} but z has {n} rows")
+    if labels.is_floating_point() or labels.is_complex():
+        raise ValueError(f"{name} must hold integers, got dtype {labels.dtype}")
+    return labels
+
+
+def unit_rows(x: Tensor) -> Tensor:
+    """(N, D) -> (N, D) unit rows, computed in float32 at least."""
+    if x.dtype in (torch.float16, torch.bfloat16):
+        x = x.float()
+    return F.normalize(x, dim=1)
+
+
+# --------------------------------------------------------------------------------------------
+# data-parallel gathers
+# --------------------------------------------------------------------------------------------
+def _world() -> tuple[int, int]:
+    """(rank, world_size); (0, 1) outside torch.distributed."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _gather_plain(x: Tensor) -> Tensor:
+    """(N, ...) -> (world*N, ...) with no autograd; every rank must hold the same N."""
+    _, world = _world()
+    if world == 1:
+        return x
+    sizes = [torch.zeros(1, dtype=torch.long, device=x.device) for _ in range(world)]
+    dist.all_gather(sizes, torch.tensor([x.shape[0]], device=x.device))
+    if len({int(s) for s in sizes}) != 1:
+        raise ValueError(f"gather needs equal rows on every rank, got {[int(s) for s in sizes]}")
+    parts = [torch.empty_like(x) for _ in range(world)]
+    dist.all_gather(parts, x.detach().contiguous())
+    return torch.cat(parts, dim=0)
+
+
+class _AllGatherWithGrad(torch.autograd.Function):
+    """All-gather whose backward sums every rank's gradient and returns this rank's slice."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:  # type: ignore[override]
+        ctx.rows = x.shape[0]
+        return _gather_plain(x)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:  # type: ignore[override]
+        rank, world = _world()
+        if world == 1:
+            return grad
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        return grad[rank * ctx.rows : (rank + 1) * ctx.rows]
+
+
+def all_gather_with_grad(x: Tensor) -> Tensor:
+    """Gather (N, D) rows from every rank into (world*N, D), keeping gradients for all of them.
+
+    Backward sum-reduces the incoming gradient over ranks and keeps this rank's slice, so every
+    rank's loss pushes on every rank's rows. Identity outside ``torch.distributed``.
+    """
+    return _AllGatherWithGrad.apply(x)
+
+
+def all_gather_detached(x: Tensor) -> Tensor:
+    """Gather (N, D) rows into (world*N, D); only this rank's own slice carries gradient."""
+    rank, world = _world()
+    if world == 1:
+        return x
+    gathered = _gather_plain(x)
+    n = x.shape[0]
+    return torch.cat([gathered[: rank * n], x, gathered[(rank + 1) * n :]], dim=0)
+
+
+def _global_mean(local_value: Tensor, gather: Gather | None) -> Tensor:
+    """Mean over ranks of a per-rank scalar (equal rows per rank), through ``gather``."""
+    if gather is None:
+        return local_value
+    return gather(local_value.reshape(1)).mean()
+
+
+# --------------------------------------------------------------------------------------------
+# InfoNCE
+# --------------------------------------------------------------------------------------------
+def pair_masks(
+    anchor_sources: Tensor,
+    candidate_sources: Tensor,
+    anchor_index: Tensor,
+    *,
+    anchor_groups: Tensor | None = None,
+    candidate_groups: Tensor | None = None,
+    group_policy: GroupPolicy = "negative",
+) -> tuple[Tensor, Tensor]:
+    """Positive and kept masks of a block of anchors against all candidates.
+
+    Args:
+        anchor_sources: (C,) source id of each anchor.
+        candidate_sources: (M,) source id of each candidate.
+        anchor_index: (C,) position of each anchor among the candidates (the self entry).
+        anchor_groups, candidate_groups: (C,), (M,) optional group ids above the source.
+        group_policy: what a candidate of another source in the anchor's group is.
+
+    Returns:
+        positive: (C, M) bool, P(i): same source or, under ``"positive"``, same group; never self.
+        kept: (C, M) bool, K(i): every candidate but self and, under ``"mask"``, the group mates.
+    """
+    cols = torch.arange(candidate_sources.shape[0], device=candidate_sources.device)
+    is_self = cols[None, :] == anchor_index[:, None]
+    same_source = candidate_sources[None, :] == anchor_sources[:, None]
+    positive = same_source & ~is_self
+    kept = ~is_self
+    if anchor_groups is not None and candidate_groups is not None:
+        group_mate = (candidate_groups[None, :] == anchor_groups[:, None]) & ~same_source
+        if group_policy == "positive":
+            positive = positive | group_mate
+        elif group_policy == "mask":
+            kept = kept & ~group_mate
+    return positive, kept
+
+
+def rows_per_chunk(n_candidates: int) -> int:
+    return max(1, _CHUNK_ELEMENTS // max(1, n_candidates))
+
+
+class _InfoNCERows(torch.autograd.Function):
+    """Per-anchor InfoNCE, chunked over anchors so no full (N, M) matrix is ever stored.
+
+    Forward keeps only each anchor's log-partition (N,); backward recomputes each chunk of
+    similarities and applies the closed-form gradient
+    dloss_i/ds_ia = (softmax over K(i))_a - 1[a in P(i)] / |P(i)|, scaled by 1/τ.
+    """
+
+    @staticmethod
+    def forward(ctx, anchors, candidates, masks_for, inv_tau):  # type: ignore[override]
+        n = anchors.shape[0]
+        losses = anchors.new_empty(n)
+        log_partition = anchors.new_empty(n)
+        step = rows_per_chunk(candidates.shape[0])
+        for a in range(0, n, step):
+            b = min(n, a + step)
+            logits = anchors[a:b] @ candidates.T * inv_tau  # (C, M)
+            positive, kept = masks_for(a, b)
+            lse = logits.masked_fill(~kept, -math.inf).logsumexp(dim=1)  # (C,)
+            pos_mean = (logits * positive).sum(dim=1) / positive.sum(dim=1)
+            losses[a:b] = lse - pos_mean
+            log_partition[a:b] = lse
+        ctx.save_for_backward(anchors, candidates, log_partition)
+        ctx.masks_for, ctx.inv_tau, ctx.step = masks_for, inv_tau, step
+        return losses
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_losses):  # type: ignore[override]
+        anchors, candidates, log_partition = ctx.saved_tensors
+        grad_anchors = torch.zeros_like(anchors)
+        grad_candidates = torch.zeros_like(candidates)
+        n = anchors.shape[0]
+        for a in range(0, n, ctx.step):
+            b = min(n, a + ctx.step)
+            logits = anchors[a:b] @ candidates.T * ctx.inv_tau
+            positive, kept = ctx.masks_for(a, b)
+            # in place on the recomputed block: softmax over K(i), minus the positives' target
+            g = logits.sub_(log_partition[a:b, None]).exp_().masked_fill_(~kept, 0.0)
+            g.sub_(positive / positive.sum(dim=1, keepdim=True))
+            g.mul_(grad_losses[a:b, None] * ctx.inv_tau)  # dL/d(cosine), (C, M)
+            grad_anchors[a:b] = g @ candidates
+            grad_candidates += g.T @ anchors[a:b]
+        return grad_anchors, grad_candidates, None, None
+
+
+def info_nce(
+    z: Tensor,
+    sources: Tensor,
+    temperature: float,
+    *,
+    groups: Tensor | None = None,
+    group_policy: GroupPolicy = "negative",
+    gather: Gather | None = None,
+    reduction: Literal["mean", "none"] = "mean",
+) -> Tensor:
+    """Multi-positive InfoNCE (SimCLR's NT-Xent for two views per source).
+
+    For anchor i with positive set P(i) and kept set K(i) (every view but i and the masked ones),
+    ``loss_i = -(1/|P(i)|) Σ_{p∈P(i)} [ s_ip/τ - logsumexp_{a∈K(i)} s_ia/τ ]``, averaged over
+    anchors. The anchor itself is never in the numerator or the denominator.
+
+    Args:
+        z: (N, D) projected views; rows are L2-normalised inside.
+        sources: (N,) ints; views with the same source are positives of each other.
+        temperature: τ > 0.
+        groups: optional (N,) ints, a semantic identity above the source.
+        group_policy: a view of another source in the anchor's group is a ``"negative"`` (plain
+            SimCLR), is removed from the denominator (``"mask"``), or is an extra ``"positive"``.
+        gather: ``all_gather_with_grad`` or ``all_gather_detached`` for data-parallel negatives.
+        reduction: ``"mean"`` or ``"none"`` (this rank's per-anchor losses).
+
+    Returns:
+        () scalar, the mean over all anchors (over all ranks when ``gather`` is given), or (N,)
+        per-anchor losses with ``reduction="none"``.
+    """
+    if reduction not in ("mean", "none"):
+        raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
+    inv_tau = 1.0 / _check_positive_finite("temperature", temperature)
+    if group_policy not in GROUP_POLICIES:
+        raise ValueError(f"group_policy must be one of {GROUP_POLICIES}, got {group_policy!r}")
+    _check_rows("z", z, min_rows=2)
+    sources = _check_labels("sources", sources, z.shape[0]).to(z.device)
+    if groups is not None:
+        groups = _check_labels("groups", groups, z.shape[0]).to(z.device)
+
+    u = unit_rows(z)  # (N, D)
+    rank, _ = _world()
+    n = u.shape[0]
+    if gather is None:
+        candidates, cand_sources, cand_groups, offset = u, sources, groups, 0
+    else:
+        candidates = gather(u)  # (M, D)
+        cand_sources = _gather_plain(sources)
+        cand_groups = None if groups is None else _gather_plain(groups)
+        offset = rank * n
+    self_index = torch.arange(offset, offset + n, device=u.device)
+
+    def masks_for(a: int, b: int) -> tuple[Tensor, Tensor]:
+        positive, kept = pair_masks(
+            sources[a:b],
+            cand_sources,
+            self_index[a:b],
+            anchor_groups=None if groups is None else groups[a:b],
+            candidate_groups=cand_groups,
+            group_policy=group_policy,
+        )
+        lonely = (positive.sum(dim=1) == 0).nonzero()
+        if len(lonely):
+            i = a + int(lonely[0])
+            raise ValueError(
+                f"sources: source {int(sources[i])} (row {i}) has a single view; "
+                "every anchor needs at least one positive"
+            )
+        return positive, kept
+
+    losses = _InfoNCERows.apply(u, candidates, masks_for, inv_tau)  # (N,)
+    if reduction == "none":
+        return losses
+    return _global_mean(losses.mean(), gather)
+
+
+def nt_xent(z1: Tensor, z2: Tensor, temperature: float, *, gather: Gather | None = None) -> Tensor:
+    """SimCLR's symmetric NT-Xent: z1, z2 (B, D) are two views of B distinct sources.
+
+    Row i of z1 and row i of z2 are positives; rows are stacked as [z1; z2] so the partner of
+    row i is (i + B) mod 2B. Returns a () scalar.
+    """
+    if z1.shape != z2.shape:
+        shapes = f"{tuple(z1.shape)} and {tuple(z2.shape)}"
+        raise ValueError(f"z1 and z2 must have one shape, got {shapes}")
+    b = z1.shape[0]
+    sources = torch.arange(b, device=z1.device).repeat(2)
+    if gather is not None:
+        rank, _ = _world()
+        sources = sources + rank * b  # globally unique source ids
+    return info_nce(torch.cat([z1, z2]), sources, temperature, gather=gather)
+
+
+def info_nce_dense(
+    z: Tensor,
+    sources: Tensor,
+    temperature: float,
+    *,
+    groups: Tensor | None = None,
+    group_policy: GroupPolicy = "negative",
+) -> Tensor:
+    """Reference InfoNCE that materialises the full (N, N) matrix and relies on autograd.
+
+    Same contract as :func:`info_nce` (one process only); kept for cross-checks and benchmarks.
+    """
+    inv_tau = 1.0 / _check_positive_finite("temperature", temperature)
+    u = unit_rows(z)
+    logits = u @ u.T * inv_tau  # (N, N)
+    index = torch.arange(u.shape[0], device=u.device)
+    positive, kept = pair_masks(
+        sources,
+        sources,
+        index,
+        anchor_groups=groups,
+        candidate_groups=groups,
+        group_policy=group_policy,
+    )
+    log_prob = logits - logits.masked_fill(~kept, -math.inf).logsumexp(dim=1, keepdim=True)
+    return (-(log_prob * positive).sum(dim=1) / positive.sum(dim=1)).mean()
+
+
+def candidates_per_anchor(
+    sources: Tensor, *, groups: Tensor | None = None, group_policy: GroupPolicy = "negative"
+) -> Tensor:
+    """(N,) number of negatives each anchor actually has in its denominator: |K(i) \\ P(i)|."""
+    n = sources.shape[0]
+    index = torch.arange(n, device=sources.device)
+    counts = torch.empty(n, dtype=torch.long, device=sources.device)
+    step = rows_per_chunk(n)
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        positive, kept = pair_masks(
+            sources[a:b],
+            sources,
+            index[a:b],
+            anchor_groups=None if groups is None else groups[a:b],
+            candidate_groups=groups,
+            group_policy=group_policy,
+        )
+        counts[a:b] = (kept & ~positive).sum(dim=1)
+    return counts
+
+
+# --------------------------------------------------------------------------------------------
+# alignment and uniformity (Wang & Isola, 2020)
+# --------------------------------------------------------------------------------------------
+def _safe_pow(sq: Tensor, half_alpha: float) -> Tensor:
+    """sq ** half_alpha with a zero (not NaN) gradient where sq == 0."""
+    if half_alpha == 1.0:
+        return sq
+    positive = sq > 0
+    return torch.where(positive, torch.where(positive, sq, 1.0).pow(half_alpha), 0.0)
+
+
+def align_loss(x: Tensor, y: Tensor, alpha: float = 2.0, *, gather: Gather | None = None) -> Tensor:
+    """Alignment ``E ||f(x) - f(y)||_2^alpha`` over positive pairs.
+
+    Args:
+        x, y: (N, D) two views; row i of x and row i of y are a positive pair. Rows are
+            L2-normalised inside.
+        alpha: exponent > 0 (2 makes it an affine map of the positive cosine).
+
+    Returns:
+        () scalar in [0, 2**alpha].
+    """
+    alpha = _check_positive_finite("alpha", alpha)
+    _check_rows("x", x)
+    _check_rows("y", y)
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have one shape, got {tuple(x.shape)} and {tuple(y.shape)}")
+    sq = (unit_rows(x) - unit_rows(y)).pow(2).sum(dim=1)  # (N,)
+    return _global_mean(_safe_pow(sq, alpha / 2).mean(), gather)
+
+
+def uniform_loss(x: Tensor, t: float = 2.0, *, gather: Gather | None = None) -> Tensor:
+    """Uniformity ``log E_{i<j} exp(-t ||f(x_i) - f(x_j)||^2)`` in logsumexp form.
+
+    Args:
+        x: (N, D) features; rows are L2-normalised inside. N >= 2 (over all ranks with gather).
+        t: kernel width > 0.
+
+    Returns:
+        () scalar in [-4t, 0]; 0 is total collapse. Never underflows: no exp is taken outside
+        the logsumexp.
+    """
+    t = _check_positive_finite("t", t)
+    _check_rows("x", x)
+    u = unit_rows(x)
+    n = u.shape[0]
+    if gather is None:
+        if n < 2:
+            raise ValueError(f"x: uniformity needs at least 2 points, got {n}")
+        i, j = torch.triu_indices(n, n, offset=1, device=u.device)
+        sq = (2 - 2 * (u[i] * u[j]).sum(dim=1)).clamp_min(0)  # (n(n-1)/2,) squared distances
+        return torch.logsumexp(-t * sq, dim=0) - math.log(i.shape[0])
+    # Data parallel: this rank's rows against every other row, then a log-sum over ranks.
+    rank, world = _world()
+    if n * world < 2:
+        raise ValueError(f"x: uniformity needs at least 2 points, got {n * world}")
+    everyone = gather(u)  # (M, D)
+    sq = (2 - 2 * u @ everyone.T).clamp_min(0)  # (N, M)
+    cols = torch.arange(everyone.shape[0], device=u.device)
+    is_self = cols[None, :] == (rank * n + torch.arange(n, device=u.device))[:, None]
+    local_lse = (-t * sq).masked_fill(is_self, -math.inf).flatten().logsumexp(dim=0)
+    ordered_pairs = n * world * (n * world - 1)
+    return gather(local_lse.reshape(1)).logsumexp(dim=0) - math.log(ordered_pairs)
+
+
+def align_uniform_loss(
+    z1: Tensor,
+    z2: Tensor,
+    lam: float,
+    t: float,
+    alpha: float = 2.0,
+    *,
+    gather: Gather | None = None,
+) -> Tensor:
+    """``align(z1, z2; alpha) + lam * (uniform(z1; t) + uniform(z2; t)) / 2``.
+
+    Args:
+        z1, z2: (N, D) two views of N sources; rows are L2-normalised inside.
+        lam: uniformity weight λ >= 0 (a study sets it as λ·t / t).
+        t: uniformity kernel width > 0.
+        alpha: alignment exponent > 0.
+
+    Returns:
+        () scalar.
+    """
+    lam = float(lam)
+    if not math.isfinite(lam) or lam < 0:
+        raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
+    align = align_loss(z1, z2, alpha, gather=gather)
+    uniform = (uniform_loss(z1, t, gather=gather) + uniform_loss(z2, t, gather=gather)) / 2
+    return align + lam * uniform
