@@ -435,9 +435,9 @@ def uniform_loss(x: Tensor, t: float = 2.0, *, gather: Gather | None = None) -> 
     if gather is None:
         if n < 2:
             raise ValueError(f"x: uniformity needs at least 2 points, got {n}")
-        i, j = torch.triu_indices(n, n, offset=1, device=u.device)
-        sq = (2 - 2 * (u[i] * u[j]).sum(dim=1)).clamp_min(0)  # (n(n-1)/2,) squared distances
-        return torch.logsumexp(-t * sq, dim=0) - math.log(i.shape[0])
+        upper = torch.ones(n, n, dtype=torch.bool, device=u.device).triu_(diagonal=1)
+        sq = (2 - 2 * u @ u.T).clamp_min(0)[upper]  # (n(n-1)/2,) squared distances, i < j
+        return torch.logsumexp(-t * sq, dim=0) - math.log(sq.shape[0])
     # Data parallel: this rank's rows against every other row, then a log-sum over ranks.
     rank, world = _world()
     if n * world < 2:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
 from trainables.objectives import unit_rows
 
@@ -103,27 +102,26 @@ def linear_probe_fit(
     mean, std = x.mean(dim=0), x.std(dim=0, unbiased=False).clamp_min(1e-6)
     x = (x - mean) / std
     classes = num_classes or int(y.max()) + 1
-    weight = torch.zeros(x.shape[1], classes, dtype=x.dtype, device=x.device, requires_grad=True)
-    bias = torch.zeros(classes, dtype=x.dtype, device=x.device, requires_grad=True)
+    weight = torch.zeros(x.shape[1], classes, dtype=x.dtype, device=x.device)
+    bias = torch.zeros(classes, dtype=x.dtype, device=x.device)
+    targets = torch.nn.functional.one_hot(y, classes).to(x.dtype)  # (N, K)
     optimizer = torch.optim.LBFGS(
-        [weight, bias],
-        lr=1.0,
-        max_iter=max_iter,
-        tolerance_grad=1e-9,
-        tolerance_change=1e-12,
-        history_size=20,
-        line_search_fn="strong_wolfe",
-    )
+        [weight, bias], lr=1.0, max_iter=max_iter, tolerance_grad=1e-9,
+        tolerance_change=1e-12, history_size=20, line_search_fn="strong_wolfe",
+    )  # fmt: skip
 
     def closure() -> Tensor:
-        optimizer.zero_grad()
-        loss = F.cross_entropy(x @ weight + bias, y) + weight_decay * weight.pow(2).sum()
-        loss.backward()
+        # closed-form gradient of mean cross-entropy + wd·||W||², no autograd graph
+        logits = x @ weight + bias  # (N, K)
+        log_p = logits.log_softmax(dim=1)
+        loss = -(targets * log_p).sum(dim=1).mean() + weight_decay * weight.pow(2).sum()
+        residual = (log_p.exp() - targets) / x.shape[0]  # (N, K)
+        weight.grad = x.T @ residual + 2 * weight_decay * weight
+        bias.grad = residual.sum(dim=0)
         return loss
 
-    with torch.enable_grad():
-        optimizer.step(closure)
-    return mean, std, weight.detach(), bias.detach()
+    optimizer.step(closure)
+    return mean, std, weight, bias
 
 
 def linear_top1(

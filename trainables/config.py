@@ -1,0 +1,191 @@
+"""One trial's configuration: a frozen, validated ``TrialConfig``.
+
+Build it with ``TrialConfig(**mapping)``: an unknown key raises. The user's values are never
+rewritten; everything derived from them (steps, effective LR, λ, warm-up steps, evaluation marks)
+is a read-only property, listed in :meth:`TrialConfig.derived` and logged under ``derived/*``.
+
+Compute matching: every trial sees exactly ``budget_examples`` source examples in
+``steps = budget_examples / batch_size`` full batches. A budget that is not a multiple of the
+batch size is rejected as unmatchable; there is no partial last batch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from trainables.augment import COMPONENTS, VECTOR_COMPONENTS, parse_augmentation
+
+DATASETS = ("digits", "toy", "cifar10", "cifar100", "stl10", "imagefolder")
+ON_DISK_DATASETS = ("cifar10", "cifar100", "stl10", "imagefolder")
+REFERENCE_BATCH = 256
+
+
+class TrialConfig(BaseModel):
+    """Every setting of one trial. Unknown keys raise; instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    # data
+    dataset: Literal["digits", "toy", "cifar10", "cifar100", "stl10", "imagefolder"] = "digits"
+    data_root: str | None = None
+    download: bool = False
+    data_checksums: bool = True
+    data_seed: int = 0
+    image_size: int | None = Field(None, ge=8)
+    heldout_size: int | None = Field(None, ge=10)
+    probe_train_size: int | None = Field(None, ge=10)
+    toy_classes: int = Field(4, ge=2)
+    toy_dim: int = Field(8, ge=2)
+    toy_spread: float = Field(0.3, ge=0)
+    toy_noise: float = Field(0.3, ge=0)
+    toy_train_size: int = Field(4096, ge=16)
+    toy_photos_per_item: int = Field(1, ge=1)
+
+    # model
+    encoder: Literal["mlp", "small_cnn", "resnet18"] = "small_cnn"
+    mlp_hidden: tuple[int, ...] = (256, 256)
+    activation: Literal["relu", "tanh"] = "relu"
+    feature_dim: int = Field(128, ge=1)
+    projection: Literal["mlp", "linear", "none"] = "mlp"
+    projection_hidden: int = Field(256, ge=1)
+    projection_dim: int = Field(64, ge=1)
+
+    # objective
+    objective: Literal["info_nce", "align_uniform"] = "info_nce"
+    temperature: float = Field(0.1, gt=0, allow_inf_nan=False)
+    lam_t: float | None = Field(None, ge=0, allow_inf_nan=False)
+    uniform_t: float = Field(2.0, gt=0, allow_inf_nan=False)
+    align_alpha: float = Field(2.0, gt=0, allow_inf_nan=False)
+    group_policy: Literal["negative", "mask", "positive"] = "negative"
+
+    # compute and optimisation
+    batch_size: int = Field(256, ge=2)
+    budget_examples: int = Field(61440, ge=2)
+    optimizer: Literal["sgd", "adam", "adamw"] = "adam"
+    base_lr: float = Field(1e-3, gt=0, allow_inf_nan=False)
+    lr_scaling: Literal["none", "linear", "sqrt"] = "none"
+    momentum: float = Field(0.9, ge=0, lt=1)
+    weight_decay: float = Field(1e-6, ge=0)
+    warmup_fraction: float = Field(0.0, ge=0, lt=1)
+    schedule: Literal["constant", "cosine"] = "cosine"
+
+    # views
+    augmentation: str = "crop+flip"
+    aug_strength: float = Field(1.0, ge=0, allow_inf_nan=False)
+
+    # evaluation and probes
+    eval_marks: int = Field(4, ge=1)
+    eval_at_start: bool = False
+    knn_k: int = Field(20, ge=1)
+    knn_temperature: float = Field(0.07, gt=0)
+    linear_probe: bool = True
+    linear_probe_iters: int = Field(100, ge=1)
+    collapse_std: float = Field(1e-4, ge=0)
+
+    # execution
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["fp32", "bf16"] = "fp32"
+    num_workers: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrialConfig:
+        parse_augmentation(self.augmentation)  # raises naming the unknown component
+        if self.budget_examples % self.batch_size:
+            raise ValueError(
+                f"budget_examples={self.budget_examples} is unmatchable with "
+                f"batch_size={self.batch_size}: it leaves a partial batch of "
+                f"{self.budget_examples % self.batch_size} examples, and every trial must see "
+                "exactly budget_examples examples in full batches; choose a budget that is a "
+                "multiple of every batch size in the study"
+            )
+        if self.budget_examples // self.batch_size < self.eval_marks:
+            raise ValueError(
+                f"eval_marks={self.eval_marks} needs at least as many steps, but "
+                f"budget_examples={self.budget_examples} / batch_size={self.batch_size} "
+                f"gives {self.steps}"
+            )
+        if self.objective == "info_nce" and self.lam_t is not None:
+            raise ValueError(
+                f"lam_t={self.lam_t} applies to objective='align_uniform' only; "
+                "objective='info_nce' is weighted by its temperature"
+            )
+        if self.objective == "align_uniform" and self.lam_t is None:
+            raise ValueError("lam_t is required with objective='align_uniform' (λ·t, e.g. 2.0)")
+        if self.dataset in ON_DISK_DATASETS and not self.data_root:
+            raise ValueError(f"data_root is required for dataset={self.dataset!r}, got None")
+        if self.dataset == "toy":
+            images_only = set(self.augmentation_components) - set(VECTOR_COMPONENTS)
+            if images_only:
+                raise ValueError(
+                    f"augmentation={self.augmentation!r}: {sorted(images_only)} apply to images; "
+                    f"dataset='toy' holds vectors and takes {list(VECTOR_COMPONENTS)}"
+                )
+            if self.encoder != "mlp":
+                raise ValueError(
+                    f"encoder={self.encoder!r} needs images; dataset='toy' takes 'mlp'"
+                )
+        return self
+
+    # ---- derived values: read-only, logged under derived/* ----
+    @property
+    def steps(self) -> int:
+        """Optimiser steps: budget_examples / batch_size, exactly."""
+        return self.budget_examples // self.batch_size
+
+    @property
+    def examples_seen(self) -> int:
+        """Source examples a finished trial has seen: steps × batch_size == budget_examples."""
+        return self.steps * self.batch_size
+
+    @property
+    def lr_effective(self) -> float:
+        """base_lr scaled against a reference batch of 256 (none, linear or sqrt)."""
+        ratio = self.batch_size / REFERENCE_BATCH
+        scale = {"none": 1.0, "linear": ratio, "sqrt": math.sqrt(ratio)}[self.lr_scaling]
+        return self.base_lr * scale
+
+    @property
+    def lam(self) -> float | None:
+        """Uniformity weight λ = lam_t / uniform_t (align_uniform only)."""
+        return None if self.lam_t is None else self.lam_t / self.uniform_t
+
+    @property
+    def warmup_steps(self) -> int:
+        return round(self.warmup_fraction * self.steps)
+
+    @property
+    def eval_steps(self) -> tuple[int, ...]:
+        """Steps after which the trial evaluates: k/eval_marks of the run, k = 1..eval_marks.
+
+        Marks fall on step boundaries; with eval_marks dividing the step count they are at the
+        same examples-seen in every trial of a study.
+        """
+        marks = {round(k * self.steps / self.eval_marks) for k in range(1, self.eval_marks + 1)}
+        return tuple(sorted(marks | ({0} if self.eval_at_start else set())))
+
+    @property
+    def negatives_per_anchor(self) -> int:
+        """2B - 2 negatives per anchor in a two-view batch without groups."""
+        return 2 * self.batch_size - 2
+
+    @property
+    def augmentation_components(self) -> tuple[str, ...]:
+        return parse_augmentation(self.augmentation)
+
+    def derived(self) -> dict[str, float | int | None]:
+        """The derived values, under the names they are logged with."""
+        return {
+            "derived/steps": self.steps,
+            "derived/examples_seen": self.examples_seen,
+            "derived/lr_effective": self.lr_effective,
+            "derived/lam": self.lam,
+            "derived/warmup_steps": self.warmup_steps,
+            "derived/negatives_per_anchor": self.negatives_per_anchor,
+        }
+
+
+__all__ = ["COMPONENTS", "DATASETS", "TrialConfig"]

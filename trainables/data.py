@@ -1,0 +1,415 @@
+"""Datasets, fixed held-out splits, the example stream and two-view batches.
+
+Every dataset loads into a :class:`DataBundle`: pretraining inputs, their labels (for probes and
+diagnostics only; the loss never sees them), a fixed held-out split, and optional ``groups`` (a
+semantic identity above the source, for the objective's ``group_policy``). Splits depend on
+``data_seed`` only, never on the trial's ``seed``, so every trial of a study is scored on the same
+held-out data.
+
+The example stream draws a fresh permutation every epoch and cuts it into full batches of
+``batch_size``; a batch that straddles an epoch boundary takes the tail of one permutation and the
+head of the next, with the next permutation reordered so that no source appears twice in one
+batch. Everything random is a function of (seed, step), so a resumed trial sees the same batches
+and the same views.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from trainables.augment import ViewAugment
+from trainables.config import TrialConfig
+
+# (mean, std) per channel of [0, 1] pixels, applied after augmentation.
+_NORMALISATION = {
+    "digits": ((0.3051,), (0.3812,)),
+    "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+    "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+    "stl10": ((0.4467, 0.4398, 0.4066), (0.2603, 0.2566, 0.2713)),
+    "imagefolder": ((0.5, 0.5, 0.5), (0.25, 0.25, 0.25)),
+}
+
+
+@dataclass(frozen=True)
+class DataBundle:
+    """A dataset in memory. Images are (N, C, H, W) uint8 or float in [0, 1]; vectors (N, D)."""
+
+    name: str
+    kind: str  # "image" | "vector"
+    train_x: Tensor
+    train_y: Tensor  # (N,) labels, -1 where unlabelled; probes and diagnostics only
+    heldout_x: Tensor
+    heldout_y: Tensor
+    probe_index: Tensor  # (P,) rows of train_x that fit the probes (labelled ones)
+    train_groups: Tensor | None = None
+    mean: tuple[float, ...] = ()
+    std: tuple[float, ...] = ()
+    vector_noise: float = 0.0
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.train_x.shape[1:])
+
+    @property
+    def num_classes(self) -> int:
+        return int(max(self.train_y.max(), self.heldout_y.max())) + 1
+
+    def prepare(self, x: Tensor) -> Tensor:
+        """Raw stored rows -> float model inputs in [0, 1] (images) or as stored (vectors)."""
+        if x.dtype == torch.uint8:
+            return x.float().div_(255)
+        return x.float()
+
+    def normalise(self, x: Tensor) -> Tensor:
+        """Augmented [0, 1] images -> standardised model inputs; vectors pass through."""
+        if self.kind != "image":
+            return x
+        mean = torch.tensor(self.mean, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
+        std = torch.tensor(self.std, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
+        return (x - mean) / std
+
+
+# ---------------------------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------------------------
+def check_data(config: TrialConfig) -> None:
+    """Raise ValueError naming ``data_root`` when an on-disk dataset is not where it should be."""
+    if config.dataset in ("digits", "toy"):
+        return
+    root = Path(config.data_root or "")
+    if not root.is_dir() and not config.download:
+        raise ValueError(
+            f"data_root={config.data_root!r} does not exist or is not a directory "
+            f"(dataset={config.dataset!r}, download=False)"
+        )
+
+
+def load_data(config: TrialConfig) -> DataBundle:
+    """Load the trial's dataset with its fixed held-out split."""
+    check_data(config)
+    loader = {
+        "digits": _digits,
+        "toy": _toy,
+        "cifar10": _torchvision_cifar,
+        "cifar100": _torchvision_cifar,
+        "stl10": _stl10,
+        "imagefolder": _imagefolder,
+    }[config.dataset]
+    return loader(config)
+
+
+def _generator(*keys: int | str) -> torch.Generator:
+    digest = hashlib.sha256(repr(keys).encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+
+
+def _subset(n: int, size: int | None, *keys) -> Tensor:
+    if size is None or size >= n:
+        return torch.arange(n)
+    return torch.randperm(n, generator=_generator(*keys))[:size].sort().values
+
+
+def _digits(config: TrialConfig) -> DataBundle:
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    x, y = load_digits(return_X_y=True)
+    images = torch.tensor(x, dtype=torch.float32).view(-1, 1, 8, 8) / 16.0
+    labels = torch.tensor(y, dtype=torch.long)
+    train, held = train_test_split(
+        np.arange(len(y)), test_size=0.2, random_state=config.data_seed, stratify=y
+    )
+    train, held = torch.tensor(np.sort(train)), torch.tensor(np.sort(held))
+    held = held[_subset(len(held), config.heldout_size, "digits-heldout", config.data_seed)]
+    probe = _subset(len(train), config.probe_train_size, "digits-probe", config.data_seed)
+    mean, std = _NORMALISATION["digits"]
+    return DataBundle(
+        "digits", "image", images[train], labels[train], images[held], labels[held],
+        probe, None, mean, std,
+    )  # fmt: skip
+
+
+def toy_samples(config: TrialConfig, n: int, stream: str) -> tuple[Tensor, Tensor, Tensor]:
+    """Seed 002's generator: latent classes in ``toy_dim`` with within-class spread.
+
+    Returns (x (n, D), labels (n,), groups (n,)). Class centres are standard normal and depend
+    on ``data_seed`` only; each sample adds its own offset of std ``toy_spread``. With
+    ``toy_photos_per_item`` > 1, samples come in items (the group) of that many photos that share
+    the item's offset and differ by a quarter of the spread. A view (augmentation ``noise``) adds
+    independent noise of std ``toy_noise``.
+    """
+    centres = torch.randn(
+        config.toy_classes, config.toy_dim, generator=_generator("toy", config.data_seed)
+    )
+    g = _generator("toy", stream, config.data_seed, config.toy_classes, config.toy_dim)
+    photos = config.toy_photos_per_item
+    items = -(-n // photos)
+    item_class = torch.randint(0, config.toy_classes, (items,), generator=g)
+    item_offset = config.toy_spread * torch.randn(items, config.toy_dim, generator=g)
+    groups = torch.arange(items).repeat_interleave(photos)[:n]
+    x = centres[item_class[groups]] + item_offset[groups]
+    if photos > 1:
+        x = x + 0.25 * config.toy_spread * torch.randn(n, config.toy_dim, generator=g)
+    return x, item_class[groups], groups
+
+
+def _toy(config: TrialConfig) -> DataBundle:
+    x, y, groups = toy_samples(config, config.toy_train_size, "train")
+    hx, hy, _ = toy_samples(config, config.heldout_size or 800, "heldout")
+    probe = _subset(len(x), config.probe_train_size, "toy-probe", config.data_seed)
+    return DataBundle(
+        "toy", "vector", x, y, hx, hy, probe,
+        groups if config.toy_photos_per_item > 1 else None, vector_noise=config.toy_noise,
+    )  # fmt: skip
+
+
+def _cifar_class(config: TrialConfig):
+    from torchvision.datasets import CIFAR10, CIFAR100
+
+    base = CIFAR10 if config.dataset == "cifar10" else CIFAR100
+    if config.data_checksums:
+        return base
+
+    class Unchecked(base):  # torchvision's own reader, without the md5 checks
+        train_list = [[name, None] for name, _ in base.train_list]  # noqa: RUF012
+        test_list = [[name, None] for name, _ in base.test_list]  # noqa: RUF012
+        meta = {**base.meta, "md5": None}  # noqa: RUF012
+
+    return Unchecked
+
+
+def _torchvision_cifar(config: TrialConfig) -> DataBundle:
+    cls = _cifar_class(config)
+    try:
+        train = cls(config.data_root, train=True, download=config.download)
+        test = cls(config.data_root, train=False, download=config.download)
+    except RuntimeError as err:
+        raise ValueError(
+            f"data_root={config.data_root!r}: torchvision could not load {config.dataset} "
+            f"({err}); download=False needs the extracted batches under data_root"
+        ) from err
+    to_tensor = lambda a: torch.from_numpy(np.ascontiguousarray(a)).permute(0, 3, 1, 2)  # noqa: E731
+    held = _subset(
+        len(test.targets), config.heldout_size, "heldout", config.dataset, config.data_seed
+    )
+    probe = _subset(
+        len(train.targets), config.probe_train_size, "probe", config.dataset, config.data_seed
+    )
+    mean, std = _NORMALISATION[config.dataset]
+    return DataBundle(
+        config.dataset, "image",
+        to_tensor(train.data), torch.tensor(train.targets),
+        to_tensor(test.data)[held], torch.tensor(test.targets)[held],
+        probe, None, mean, std,
+    )  # fmt: skip
+
+
+def _stl10(config: TrialConfig) -> DataBundle:
+    from torchvision.datasets import STL10
+
+    try:
+        train = STL10(config.data_root, split="train+unlabeled", download=config.download)
+        test = STL10(config.data_root, split="test", download=config.download)
+    except RuntimeError as err:
+        raise ValueError(
+            f"data_root={config.data_root!r}: torchvision could not load stl10 ({err})"
+        ) from err
+    labels = torch.tensor(train.labels, dtype=torch.long)  # -1 for the unlabelled split
+    labelled = (labels >= 0).nonzero().flatten()
+    probe = labelled[
+        _subset(len(labelled), config.probe_train_size, "probe", "stl10", config.data_seed)
+    ]
+    held = _subset(len(test.labels), config.heldout_size, "heldout", "stl10", config.data_seed)
+    mean, std = _NORMALISATION["stl10"]
+    return DataBundle(
+        "stl10", "image", torch.from_numpy(train.data), labels,
+        torch.from_numpy(test.data)[held], torch.tensor(test.labels, dtype=torch.long)[held],
+        probe, None, mean, std,
+    )  # fmt: skip
+
+
+def _imagefolder(config: TrialConfig) -> DataBundle:
+    """A user's images: ``root/train`` and ``root/val`` (or ``test``) class folders, or one class
+    folder tree split 80/20 by ``data_seed``. An optional ``root/groups.csv`` (``path,group``,
+    paths relative to root) gives each image a group."""
+    from torchvision import transforms
+    from torchvision.datasets import ImageFolder
+
+    root = Path(config.data_root or "")
+    size = config.image_size or 32
+    tf = transforms.Compose(
+        [transforms.Resize(size), transforms.CenterCrop(size), transforms.PILToTensor()]
+    )
+
+    def load(folder: Path) -> tuple[Tensor, Tensor, list[str]]:
+        ds = ImageFolder(str(folder), transform=tf)
+        xs = torch.stack(
+            [
+                ds[i][0][:3] if ds[i][0].shape[0] >= 3 else ds[i][0].expand(3, -1, -1)
+                for i in range(len(ds))
+            ]
+        )
+        paths = [str(Path(p).resolve().relative_to(root.resolve())) for p, _ in ds.samples]
+        return xs, torch.tensor(ds.targets), paths
+
+    held_dir = next((root / d for d in ("val", "test") if (root / d).is_dir()), None)
+    if (root / "train").is_dir() and held_dir is not None:
+        train_x, train_y, train_paths = load(root / "train")
+        held_x, held_y, _ = load(held_dir)
+    else:
+        x, y, paths = load(root)
+        order = torch.randperm(len(y), generator=_generator("imagefolder", config.data_seed))
+        cut = int(0.8 * len(y))
+        tr, he = order[:cut].sort().values, order[cut:].sort().values
+        train_x, train_y, train_paths = x[tr], y[tr], [paths[i] for i in tr]
+        held_x, held_y = x[he], y[he]
+    groups = None
+    if (root / "groups.csv").is_file():
+        with open(root / "groups.csv", newline="") as f:
+            mapping = {row[0]: row[1] for row in csv.reader(f) if row}
+        ids = {g: i for i, g in enumerate(sorted(set(mapping.values())))}
+        groups = torch.tensor(
+            [ids.get(mapping.get(p, ""), -1 - i) for i, p in enumerate(train_paths)]
+        )
+    probe = _subset(len(train_y), config.probe_train_size, "probe", "imagefolder", config.data_seed)
+    mean, std = _NORMALISATION["imagefolder"]
+    return DataBundle(
+        "imagefolder", "image", train_x, train_y, held_x, held_y, probe, groups, mean, std
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the example stream and two-view batches
+# ---------------------------------------------------------------------------------------------
+class ExampleStream:
+    """Full batches of distinct source indices, a pure function of (seed, step)."""
+
+    def __init__(self, n: int, batch_size: int, seed: int) -> None:
+        if batch_size * 2 > n:
+            raise ValueError(
+                f"batch_size={batch_size} needs at least {2 * batch_size} training examples "
+                f"so that every batch holds distinct sources; the dataset has {n}"
+            )
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+        self._cache: dict[int, Tensor] = {}
+
+    def _raw(self, epoch: int) -> Tensor:
+        if epoch not in self._cache:
+            self._cache = {e: p for e, p in self._cache.items() if e >= epoch - 1}
+            self._cache[epoch] = torch.randperm(
+                self.n, generator=_generator("epoch", self.seed, epoch)
+            )
+        return self._cache[epoch]
+
+    def _boundary_tail(self, epoch: int) -> Tensor:
+        """Indices of epoch - 1 that share a batch with the head of ``epoch``."""
+        start = (
+            epoch * self.n // self.batch_size
+        ) * self.batch_size  # first position of that batch
+        if epoch == 0 or start == epoch * self.n:
+            return torch.empty(0, dtype=torch.long)
+        return self._raw(epoch - 1)[start - (epoch - 1) * self.n :]
+
+    def permutation(self, epoch: int) -> Tensor:
+        """Epoch ``epoch``'s order: its raw permutation, with the boundary batch's head kept free
+        of the previous epoch's tail (those move just after the head, order otherwise kept)."""
+        perm, tail = self._raw(epoch), self._boundary_tail(epoch)
+        if len(tail) == 0:
+            return perm
+        need = self.batch_size - len(tail)
+        clash = torch.isin(perm, tail)
+        free = perm[~clash]
+        head = free[:need]
+        rest_mask = torch.ones(self.n, dtype=torch.bool)
+        rest_mask[(~clash).nonzero().flatten()[:need]] = False
+        return torch.cat([head, perm[rest_mask]])
+
+    def batch(self, step: int) -> Tensor:
+        """(batch_size,) source indices of optimiser step ``step``."""
+        start = step * self.batch_size
+        epoch, offset = divmod(start, self.n)
+        first = self.permutation(epoch)[offset : offset + self.batch_size]
+        if len(first) == self.batch_size:
+            return first
+        return torch.cat([first, self.permutation(epoch + 1)[: self.batch_size - len(first)]])
+
+
+def step_generator(seed: int, step: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """The generator of step ``step``'s augmentation: a pure function of (seed, step)."""
+    digest = hashlib.sha256(f"views:{seed}:{step}".encode()).digest()
+    return torch.Generator(device=device).manual_seed(int.from_bytes(digest[:8], "little") >> 1)
+
+
+def make_augment(config: TrialConfig, data: DataBundle) -> ViewAugment:
+    fill = None if data.kind != "image" else torch.tensor(data.mean)
+    return ViewAugment(
+        config.augmentation_components, config.aug_strength,
+        kind=data.kind, vector_noise=data.vector_noise, fill=fill,
+    )  # fmt: skip
+
+
+def two_views(
+    data: DataBundle, augment: ViewAugment, x: Tensor, g: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """(B, ...) raw rows -> two independently augmented, normalised views, each (B, ...)."""
+    x = data.prepare(x)
+    return data.normalise(augment(x, g)), data.normalise(augment(x, g))
+
+
+class _ViewBatches(torch.utils.data.Dataset):
+    """Item ``i`` is step ``start + i``'s (indices, view 1, view 2), built in a worker."""
+
+    def __init__(
+        self, data: DataBundle, augment: ViewAugment, stream: ExampleStream, start: int, stop: int
+    ):
+        self.data, self.augment, self.stream = data, augment, stream
+        self.start, self.stop = start, stop
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, i: int) -> tuple[Tensor, Tensor, Tensor]:
+        step = self.start + i
+        idx = self.stream.batch(step)
+        v1, v2 = two_views(
+            self.data, self.augment, self.data.train_x[idx], step_generator(self.stream.seed, step)
+        )
+        return idx, v1, v2
+
+
+def view_batches(
+    config: TrialConfig, data: DataBundle, start_step: int, device: torch.device
+) -> Iterator[tuple[int, Tensor, Tensor, Tensor]]:
+    """Yield (step, source indices (B,), view 1, view 2) for steps start_step .. steps - 1.
+
+    On CUDA the raw batch moves to the device and is augmented there with per-sample parameters;
+    on the CPU it is augmented in ``num_workers`` DataLoader workers (in-process when 0).
+    """
+    stream = ExampleStream(len(data.train_x), config.batch_size, config.seed)
+    augment = make_augment(config, data)
+    if device.type == "cuda":
+        for step in range(start_step, config.steps):
+            idx = stream.batch(step)
+            x = data.train_x[idx].to(device, non_blocking=True)
+            v1, v2 = two_views(data, augment, x, step_generator(config.seed, step, device))
+            yield step, idx, v1, v2
+        return
+    dataset = _ViewBatches(data, augment, stream, start_step, config.steps)
+    if config.num_workers == 0:
+        for i in range(len(dataset)):
+            yield (start_step + i, *dataset[i])
+        return
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=None, shuffle=False, num_workers=config.num_workers,
+        persistent_workers=False, prefetch_factor=4,
+    )  # fmt: skip
+    for i, (idx, v1, v2) in enumerate(loader):
+        yield start_step + i, idx, v1, v2
