@@ -26,3 +26,13 @@ def test_study_cli_env():
     assert "env" in run(str(study), "--help")
     out = run(str(study), "env")
     assert "torch" in out and "device" in out
+
+
+def test_trial_benchmark_smoke():
+    out = run(sys.executable, "benchmarks/trial.py", "--smoke")
+    assert "| train_s |" in out and "| eval_s |" in out and "status finished" in out
+
+
+def test_trainables_module_smoke():
+    out = run(sys.executable, "-m", "trainables", "toy_seed002", "--smoke")
+    assert "status" in out and "finished" in out

@@ -39,8 +39,8 @@ class TrialConfig(BaseModel):
     probe_train_size: int | None = Field(None, ge=10)
     toy_classes: int = Field(4, ge=2)
     toy_dim: int = Field(8, ge=2)
-    toy_spread: float = Field(0.3, ge=0)
-    toy_noise: float = Field(0.3, ge=0)
+    toy_spread: float = Field(0.2, ge=0)
+    toy_noise: float = Field(0.35, ge=0)
     toy_train_size: int = Field(4096, ge=16)
     toy_photos_per_item: int = Field(1, ge=1)
 
@@ -83,7 +83,7 @@ class TrialConfig(BaseModel):
     knn_temperature: float = Field(0.07, gt=0)
     linear_probe: bool = True
     linear_probe_iters: int = Field(100, ge=1)
-    collapse_std: float = Field(1e-4, ge=0)
+    collapse_std: float = Field(0.01, ge=0)  # mean per-dim std of unit z; uniform is 1/sqrt(D)
 
     # execution
     seed: int = 0

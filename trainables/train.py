@@ -4,8 +4,9 @@ The loop takes exactly ``config.steps`` full batches (``budget_examples`` exampl
 batch), evaluates on held-out data after the steps in ``config.eval_steps`` (and before the first
 step when ``eval_at_start``), and reports every metric of design.md with step = examples seen.
 A checkpoint goes with every evaluation after the start. A non-finite loss ends the trial with
-status ``diverged``; a collapsed projection (mean per-dimension std of normalised z below
-``collapse_std``) ends it with status ``collapsed``. Neither raises.
+status ``diverged``; a collapsing projection (mean per-dimension std of normalised z below
+``collapse_std`` and not rising between evaluations) ends it with status ``collapsed``. Neither
+raises.
 
 It knows nothing of Ray or MLflow: a :class:`Reporter` receives metrics and checkpoints, and may
 hand back a checkpoint to resume from.
@@ -227,6 +228,7 @@ class _Trial:
     """Mutable state of one running trial; checkpointed whole at every evaluation."""
 
     def __init__(self, config: TrialConfig, reporter: Reporter | None) -> None:
+        self.wall0 = time.perf_counter()  # wall_s counts setup (data load, model build) too
         self.config = config
         self.reporter = reporter
         self.device = resolve_device(config)
@@ -281,12 +283,19 @@ class _Trial:
             "train/examples_per_s": seen / spent if spent > 0 else 0.0,
         }
 
+    def is_collapsing(self, std: float) -> bool:
+        """z's mean per-dimension std is below ``collapse_std`` and not rising since the last
+        evaluation. Freshly initialised encoders often start that low (every z nearly parallel)
+        and spread out as they train, so a low value alone is not collapse."""
+        previous = self.last_metrics.get("z/dim_std_mean")
+        return std < self.config.collapse_std and previous is not None and std <= previous
+
     def evaluate_and_report(self, checkpoint: bool) -> None:
         t0 = time.perf_counter()
         metrics = self.train_metrics() | evaluate(self.config, self.model, self.data, self.device)
         self.times["eval_s"] += time.perf_counter() - t0
         self.loss_sum, self.loss_count = 0.0, 0
-        if metrics["z/dim_std_mean"] < self.config.collapse_std:
+        if self.is_collapsing(metrics["z/dim_std_mean"]):
             self.status = "collapsed"
         self.last_metrics = metrics
         if self.reporter is None:
@@ -318,7 +327,6 @@ class _Trial:
         return float(loss.detach())
 
     def run(self) -> dict[str, Any]:
-        wall0 = time.perf_counter()
         resume = self.reporter.latest_checkpoint() if self.reporter is not None else None
         if resume:
             self.load(resume)
@@ -338,7 +346,7 @@ class _Trial:
                 loss = self.train_step(v1, v2, groups)
             except NonFiniteError:
                 self.status = "diverged"
-                self.last_metrics = self.train_metrics() | {"train/loss": math.nan}
+                self.last_metrics |= self.train_metrics() | {"train/loss": math.nan}
                 if self.reporter is not None:
                     self.reporter.report(self.last_metrics, step=self.step * self.config.batch_size)
                 break
@@ -353,7 +361,7 @@ class _Trial:
             t_data = time.perf_counter()
         if self.status == "finished" and self.config.steps not in marks:
             self.evaluate_and_report(checkpoint=False)
-        return self.result(time.perf_counter() - wall0)
+        return self.result(time.perf_counter() - self.wall0)
 
     def result(self, wall_s: float) -> dict[str, Any]:
         return {
