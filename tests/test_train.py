@@ -165,3 +165,67 @@ def test_cli_checkpoint_dir_resumes(tmp_path):
     first = json.loads(run_cli(*args).stdout)
     assert list(tmp_path.glob("checkpoint_*"))
     assert first["status"] == "finished"
+
+
+def test_dataloader_workers_give_the_same_trial():
+    """CPU augmentation in worker processes draws the same views as in-process."""
+    cfg = preset("digits") | FAST_EVAL | {"budget_examples": 128 * 6, "eval_marks": 2}
+    in_process, in_workers = LocalReporter(), LocalReporter()
+    run_trial(cfg, in_process)
+    run_trial(cfg | {"num_workers": 2}, in_workers)
+    losses = lambda r: [m["train/loss"] for _, m in r.history]  # noqa: E731
+    assert losses(in_process) == pytest.approx(losses(in_workers), abs=1e-6)
+
+
+@pytest.mark.slow
+def test_sigkill_after_second_checkpoint_then_resume(tmp_path):
+    """A real kill of the trial process, then the same command again."""
+    import os
+    import signal
+    import time
+
+    sets = [
+        "--set",
+        "budget_examples=15360",
+        "--set",
+        "eval_marks=6",
+        "--set",
+        "linear_probe_iters=20",
+    ]
+    reference = json.loads(run_cli("digits", "--json", *sets).stdout)
+    ckpt = tmp_path / "ckpt"
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainables",
+        "digits",
+        "--json",
+        *sets,
+        "--checkpoint-dir",
+        str(ckpt),
+    ]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(ckpt.glob("checkpoint_*[0-9]"))) < 2:
+            assert proc.poll() is None, "trial ended before its second checkpoint"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    resumed = json.loads(run_cli("digits", "--json", *sets, "--checkpoint-dir", str(ckpt)).stdout)
+    for key, value in reference.items():
+        if key.startswith(("z/", "h/", "sim/", "probe/")) or key in ("train/loss", "examples_seen"):
+            assert resumed[key] == pytest.approx(value, abs=1e-6), key
+
+
+@pytest.mark.gpu
+def test_bf16_trial_on_cuda():
+    result = run_trial(
+        preset("digits")
+        | FAST_EVAL
+        | {"device": "cuda", "precision": "bf16", "budget_examples": 128 * 8, "eval_marks": 2}
+    )
+    assert result["status"] == "finished" and math.isfinite(result["train/loss"])
