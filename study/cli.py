@@ -1,16 +1,172 @@
-"""The ``study`` command line."""
+"""The ``study`` command line: plan, run, status, export, env."""
 
 from __future__ import annotations
 
+import json
 import platform
+import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
+
+from search_spaces.spec import StudyError
 
 app = typer.Typer(
     help="Compute-matched studies of contrastive self-supervised learning.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_enable=False,
 )
+
+TrackingUri = Annotated[
+    str | None,
+    typer.Option(help="MLflow tracking URI (default: sqlite:///./mlflow.db, the embedded store)"),
+]
+
+
+def _fail(err: Exception) -> None:
+    typer.echo(f"error: {err}", err=True)
+    raise typer.Exit(2)
+
+
+@app.command()
+def plan(
+    spec: Annotated[str, typer.Argument(help="study file (YAML) or the name of a shipped one")],
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    smoke: Annotated[bool, typer.Option(help="show the smoke variant")] = False,
+) -> None:
+    """Show the design without running: every trial, its factors and its compute plan."""
+    from search_spaces.designs import build_design
+    from search_spaces.spec import load_spec
+    from study.runner import smoke_spec
+
+    try:
+        study = load_spec(spec)
+        if smoke:
+            study = smoke_spec(study)
+        table = build_design(study)
+    except StudyError as err:
+        _fail(err)
+    data = table.to_json()
+    if as_json:
+        typer.echo(json.dumps(data, default=str))
+        return
+    _print_plan(data, table)
+
+
+def _print_plan(data: dict, table) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    spec = table.spec
+    console.print(f"[bold]{spec.study}[/bold] — {spec.description}")
+    console.print(
+        f"design {spec.design.kind}, {data['totals']['trials']} trials "
+        f"({data['totals']['points']} points × {spec.design.replicates} replicates), "
+        f"spec_sha {spec.sha}"
+    )
+    if table.adaptive:
+        console.print(
+            f"adaptive: {spec.design.samples} trials proposed by Optuna on "
+            f"{spec.design.metric} ({spec.design.mode}) over {', '.join(spec.factors)}"
+        )
+        return
+    grid = Table()
+    columns = list(data["trials"][0]) if data["trials"] else []
+    for column in columns:
+        grid.add_column(column)
+    for row in data["trials"]:
+        grid.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()])
+    console.print(grid)
+    console.print(
+        f"every trial sees {data['totals']['examples_per_trial']} examples; "
+        f"{data['totals']['examples']} in all"
+    )
+
+
+@app.command()
+def run(
+    spec: Annotated[
+        str | None, typer.Argument(help="study file; none runs the default study")
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster address ('auto' on a cluster)")
+    ] = None,
+    tracking_uri: TrackingUri = None,
+    storage: Annotated[
+        Path | None, typer.Option(help="where trials, checkpoints and results go")
+    ] = None,
+    max_concurrent: Annotated[
+        int | None, typer.Option(help="trials at once (default: as resources allow)")
+    ] = None,
+    smoke: Annotated[
+        bool, typer.Option(help="tiny budget, one replicate, as <study>-smoke")
+    ] = False,
+) -> None:
+    """Run a study on Ray Tune; re-running an existing study resumes it."""
+    from study.runner import run_study
+
+    try:
+        outcome = run_study(
+            spec, address=address, tracking_uri=tracking_uri, storage=storage,
+            max_concurrent=max_concurrent, smoke=smoke,
+        )  # fmt: skip
+    except StudyError as err:
+        _fail(err)
+    if not outcome.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def status(
+    name: Annotated[str, typer.Argument(help="study name (the MLflow experiment)")],
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Show a study's trials: status, examples seen and the target metric."""
+    from study.record import default_tracking_uri
+
+    uri = tracking_uri or default_tracking_uri()
+    record = _existing(name, uri)
+    runs = record.trial_runs()
+    typer.echo(f"study {name}: {len(runs)} trials {record.status_counts()}")
+    for key, run in sorted(runs.items()):
+        m = run.data.metrics
+        typer.echo(
+            f"  {key:12s} {run.info.status:9s} {run.data.tags.get('study.trial_status', '-'):9s} "
+            f"examples {int(m.get('train/examples_seen', 0)):>8d}  "
+            f"knn_h {m.get('probe/knn_top1_h', float('nan')):.4f}  {run.info.run_name}"
+        )
+
+
+def _existing(name: str, uri: str):
+    from study.record import StudyRecord, check_tracking_uri
+
+    try:
+        check_tracking_uri(uri)
+    except StudyError as err:
+        _fail(err)
+    from mlflow.tracking import MlflowClient
+
+    if MlflowClient(uri).get_experiment_by_name(name) is None:
+        _fail(StudyError(f"no study named {name!r} in {uri}"))
+    return StudyRecord(uri, name)
+
+
+@app.command()
+def export(
+    name: Annotated[str, typer.Argument(help="study name (the MLflow experiment)")],
+    out: Annotated[Path, typer.Option(help="Parquet file to write")],
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Write the study's results table (one row per trial) as Parquet."""
+    from study.export import export_parquet
+    from study.record import default_tracking_uri
+
+    record = _existing(name, tracking_uri or default_tracking_uri())
+    path = export_parquet(record, out)
+    typer.echo(f"wrote {path} ({len(record.trial_runs())} rows)")
 
 
 @app.command()
@@ -34,14 +190,9 @@ def env() -> None:
     typer.echo(f"device       {'cuda: ' + ', '.join(devices) if cuda else 'cpu'}")
 
 
-@app.callback()
-def _root() -> None:
-    """Compute-matched studies of contrastive self-supervised learning."""
-
-
 def main() -> None:
     app()
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -84,7 +84,7 @@ def check_data(config: TrialConfig) -> None:
     """Raise ValueError naming ``data_root`` when an on-disk dataset is not where it should be."""
     if config.dataset in ("digits", "toy"):
         return
-    root = Path(config.data_root or "")
+    root = Path(config.data_root or "").expanduser()
     if not root.is_dir() and not config.download:
         raise ValueError(
             f"data_root={config.data_root!r} does not exist or is not a directory "
@@ -189,8 +189,9 @@ def _cifar_class(config: TrialConfig):
 def _torchvision_cifar(config: TrialConfig) -> DataBundle:
     cls = _cifar_class(config)
     try:
-        train = cls(config.data_root, train=True, download=config.download)
-        test = cls(config.data_root, train=False, download=config.download)
+        root = str(Path(config.data_root or "").expanduser())
+        train = cls(root, train=True, download=config.download)
+        test = cls(root, train=False, download=config.download)
     except RuntimeError as err:
         raise ValueError(
             f"data_root={config.data_root!r}: torchvision could not load {config.dataset} "
@@ -216,8 +217,9 @@ def _stl10(config: TrialConfig) -> DataBundle:
     from torchvision.datasets import STL10
 
     try:
-        train = STL10(config.data_root, split="train+unlabeled", download=config.download)
-        test = STL10(config.data_root, split="test", download=config.download)
+        root = str(Path(config.data_root or "").expanduser())
+        train = STL10(root, split="train+unlabeled", download=config.download)
+        test = STL10(root, split="test", download=config.download)
     except RuntimeError as err:
         raise ValueError(
             f"data_root={config.data_root!r}: torchvision could not load stl10 ({err})"
@@ -243,7 +245,7 @@ def _imagefolder(config: TrialConfig) -> DataBundle:
     from torchvision import transforms
     from torchvision.datasets import ImageFolder
 
-    root = Path(config.data_root or "")
+    root = Path(config.data_root or "").expanduser()
     size = config.image_size or 32
     tf = transforms.Compose(
         [transforms.Resize(size), transforms.CenterCrop(size), transforms.PILToTensor()]

@@ -1,0 +1,275 @@
+"""The study's record in MLflow: one experiment, one parent run, one child run per trial.
+
+Layout (``shared/design.md``): experiment = study name; the parent run holds the study file, the
+design table and the Parquet export; each trial (design point × replicate) has exactly one child
+run, found again by its ``study.trial_key`` tag through retries and resumes and continued, never
+duplicated. Metrics are logged with step = examples seen; a replayed evaluation (after resuming
+from a checkpoint) is skipped when that step is already in the run, so no (run, metric, step) row
+is ever written twice. Runs left RUNNING by a dead driver are ended KILLED when the study is next
+touched, and reopened if the trial resumes.
+
+Only the driver writes here (a Tune callback), so trials on worker nodes never need to reach
+the tracking server, and an embedded SQLite store has a single writer.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from search_spaces.designs import DesignTable, TrialPlan
+from search_spaces.spec import StudyError, StudySpec, spec_yaml
+
+PARENT, TRIAL = "parent", "trial"
+SPEC_ARTIFACT = "study.yaml"
+METRIC_PREFIXES = ("train/", "z/", "h/", "sim/", "probe/", "loss/", "time/", "trial/")
+
+
+def default_tracking_uri(workdir: str | Path | None = None) -> str:
+    """The embedded store: SQLite in the working directory."""
+    return f"sqlite:///{Path(workdir or os.getcwd()).resolve() / 'mlflow.db'}"
+
+
+def check_tracking_uri(uri: str, timeout: float = 5.0) -> None:
+    """Raise StudyError naming the URI when the tracking store cannot be reached or created."""
+    if uri.startswith(("http://", "https://")):
+        try:
+            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as reply:
+                if reply.status != 200:
+                    raise StudyError(f"--tracking-uri {uri!r}: /health answered {reply.status}")
+        except (urllib.error.URLError, OSError) as err:
+            raise StudyError(f"--tracking-uri {uri!r} does not answer: {err}") from None
+    elif uri.startswith("sqlite:///"):
+        folder = Path(uri.removeprefix("sqlite:///")).parent
+        if not folder.is_dir():
+            raise StudyError(f"--tracking-uri {uri!r}: folder {str(folder)!r} does not exist")
+    else:
+        raise StudyError(
+            f"--tracking-uri {uri!r}: expected sqlite:///PATH (embedded) or http(s)://HOST:PORT "
+            "(an mlflow server); MLflow's file store is not supported"
+        )
+
+
+def ui_command(uri: str) -> str:
+    """The command that opens the MLflow UI on this record."""
+    if uri.startswith("sqlite:///"):
+        return (
+            f"mlflow ui --backend-store-uri {uri} --port 5000   # then open http://127.0.0.1:5000"
+        )
+    return f"open {uri} in a browser (the MLflow server's own UI)"
+
+
+def code_version() -> str:
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5,
+        ).stdout.strip()  # fmt: skip
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        from importlib.metadata import version
+
+        return version("contrastive-studies")
+
+
+def _flat_params(plan: TrialPlan) -> list[Param]:
+    params = {
+        k: json.dumps(v) if isinstance(v, list | tuple) else v
+        for k, v in plan.config.model_dump().items()
+    }
+    params |= plan.config.derived()
+    return [Param(k, str(v)) for k, v in params.items()]
+
+
+class StudyRecord:
+    """Reads and writes one study's runs in one MLflow tracking store."""
+
+    def __init__(self, tracking_uri: str, study: str, artifact_root: str | Path | None = None):
+        self.uri = tracking_uri
+        self.study = study
+        self.client = MlflowClient(tracking_uri)
+        experiment = self.client.get_experiment_by_name(study)
+        if experiment is None:
+            location = None
+            if artifact_root is not None:
+                location = Path(artifact_root).resolve().as_uri()
+            self.experiment_id = self.client.create_experiment(study, artifact_location=location)
+        else:
+            self.experiment_id = experiment.experiment_id
+        self.logging_s = 0.0  # time spent writing metrics, for the benchmark
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Ray pickles the Tuner's callbacks with its experiment state; the client is rebuilt.
+        return {k: v for k, v in self.__dict__.items() if k != "client"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.client = MlflowClient(self.uri)
+
+    # -- lookups --
+    def _runs(self, role: str) -> list:
+        return self.client.search_runs(
+            [self.experiment_id], filter_string=f"tags.`study.role` = '{role}'", max_results=50000
+        )
+
+    def parent(self):
+        runs = self._runs(PARENT)
+        return runs[0] if runs else None
+
+    def trial_runs(self) -> dict[str, Any]:
+        """trial key -> its (single) child run."""
+        return {r.data.tags["study.trial_key"]: r for r in self._runs(TRIAL)}
+
+    # -- the parent run and the spec --
+    def check_spec(self, spec: StudySpec) -> None:
+        """Refuse a study file that changed since the study first ran, showing the differences."""
+        parent = self.parent()
+        if parent is None or parent.data.tags.get("study.spec_sha") == spec.sha:
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            old_file = self.client.download_artifacts(parent.info.run_id, SPEC_ARTIFACT, tmp)
+            old = Path(old_file).read_text()
+        diff = "".join(difflib.unified_diff(
+            old.splitlines(True), spec_yaml(spec).splitlines(True),
+            f"{self.study} as first run", "this study file",
+        ))  # fmt: skip
+        raise StudyError(
+            f"study {self.study!r} exists with a different study file (spec_sha "
+            f"{parent.data.tags.get('study.spec_sha')} != {spec.sha}); refusing to mix them. "
+            f"Rename the study to start a new one, or restore the original file.\n{diff}"
+        )
+
+    def start_parent(self, spec: StudySpec, table: DesignTable, source_text: str) -> str:
+        parent = self.parent()
+        if parent is not None:
+            self.client.update_run(parent.info.run_id, status="RUNNING")
+            return parent.info.run_id
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=spec.study,
+            tags={
+                "study.name": spec.study, "study.role": PARENT, "study.spec_sha": spec.sha,
+                "study.code_version": code_version(), "study.design": spec.design.kind,
+                "mlflow.note.content": spec.description,
+            },
+        )  # fmt: skip
+        run_id = run.info.run_id
+        self.client.log_batch(run_id, params=[
+            Param("design", spec.design.kind), Param("replicates", str(spec.design.replicates)),
+            Param("factors", ", ".join(spec.factors)), Param("trials", str(len(table.trials))),
+        ])  # fmt: skip
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / SPEC_ARTIFACT).write_text(spec_yaml(spec))
+            (Path(tmp) / "study_file.yaml").write_text(source_text)
+            (Path(tmp) / "design.json").write_text(json.dumps(table.to_json(), indent=1))
+            for name in (SPEC_ARTIFACT, "study_file.yaml", "design.json"):
+                self.client.log_artifact(run_id, str(Path(tmp) / name))
+        return run_id
+
+    def finish_parent(self, run_id: str, ok: bool) -> None:
+        self.client.set_terminated(run_id, "FINISHED" if ok else "FAILED")
+
+    def log_parent_artifact(self, run_id: str, path: str | Path) -> None:
+        self.client.log_artifact(run_id, str(path))
+
+    # -- child runs --
+    def ensure_trial_run(
+        self, plan: TrialPlan, parent_id: str, spec_sha: str, existing: dict | None = None
+    ) -> str:
+        """The trial's child run: found by tag and reopened, or created once."""
+        existing = self.trial_runs() if existing is None else existing
+        if plan.key in existing:
+            return existing[plan.key].info.run_id
+        run = self.client.create_run(
+            self.experiment_id,
+            run_name=plan.run_name,
+            tags={
+                "mlflow.parentRunId": parent_id, "study.name": self.study, "study.role": TRIAL,
+                "study.point_id": plan.point_id, "study.replicate": str(plan.replicate),
+                "study.trial_key": plan.key, "study.spec_sha": spec_sha,
+                "study.code_version": code_version(), "study.attempts": "0",
+            },
+        )  # fmt: skip
+        self.client.log_batch(run.info.run_id, params=_flat_params(plan))
+        self.client.update_run(run.info.run_id, status="SCHEDULED")
+        return run.info.run_id
+
+    def last_logged_step(self, run_id: str) -> int:
+        """Largest examples-seen step already logged in the run (-1 when none)."""
+        history = self.client.get_metric_history(run_id, "train/examples_seen")
+        return max((int(m.step) for m in history), default=-1)
+
+    def begin_attempt(self, run_id: str) -> None:
+        run = self.client.get_run(run_id)
+        attempts = int(run.data.tags.get("study.attempts", "0")) + 1
+        self.client.set_tag(run_id, "study.attempts", str(attempts))
+        self.client.update_run(run_id, status="RUNNING")
+
+    def log_evaluation(self, run_id: str, result: dict[str, Any], step: int) -> None:
+        t0 = time.perf_counter()
+        stamp = int(time.time() * 1000)
+        metrics = [
+            Metric(k, float(v), stamp, step)
+            for k, v in result.items()
+            if k.startswith(METRIC_PREFIXES)
+            and isinstance(v, int | float)
+            and not isinstance(v, bool)
+        ]
+        for a in range(0, len(metrics), 1000):
+            self.client.log_batch(run_id, metrics=metrics[a : a + 1000])
+        self.logging_s += time.perf_counter() - t0
+
+    def finish_trial(self, run_id: str, summary: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
+        tags = [RunTag("study.trial_status", str(summary.get("status", "finished")))]
+        if summary.get("node_id"):
+            tags.append(RunTag("study.node_id", str(summary["node_id"])))
+        stamp = int(time.time() * 1000)
+        final = [
+            Metric(f"trial/{k}", float(summary[k]), stamp, int(summary.get("examples_seen", 0)))
+            for k in ("wall_s", "examples_seen", "steps")
+            if isinstance(summary.get(k), int | float)
+        ]
+        self.client.log_batch(run_id, metrics=final, tags=tags)
+        self.client.set_terminated(run_id, "FINISHED")
+        self.logging_s += time.perf_counter() - t0
+
+    def fail_trial(self, run_id: str, message: str) -> None:
+        self.client.set_tag(run_id, "study.trial_status", "failed")
+        self.client.set_tag(run_id, "study.error", message[:4000])
+        self.client.set_terminated(run_id, "FAILED")
+
+    def end_orphans(self) -> list[str]:
+        """End KILLED every run of this study left RUNNING (or SCHEDULED) by a dead driver."""
+        ended = []
+        for role in (TRIAL, PARENT):
+            for run in self._runs(role):
+                if run.info.status in ("RUNNING", "SCHEDULED"):
+                    self.client.set_terminated(run.info.run_id, "KILLED")
+                    ended.append(run.info.run_id)
+        return ended
+
+    def status_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for run in self._runs(TRIAL):
+            counts[run.info.status] = counts.get(run.info.status, 0) + 1
+        return counts
+
+
+__all__ = ["StudyRecord", "check_tracking_uri", "default_tracking_uri", "ui_command"]

@@ -1,0 +1,80 @@
+"""The Ray Tune trainable: one study trial, wrapping ``trainables.run_trial``.
+
+Runs in a Ray worker. It never touches MLflow (the driver records), so a worker node needs no
+route to the tracking server. Checkpoints go to Ray through ``tune.Checkpoint`` and are also
+kept in the study's own trial folder, so a trial resumes from its last evaluation both when Ray
+retries it after a worker dies (``tune.get_checkpoint()``) and when a new driver re-runs the
+study after the old one died (the trial folder).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from ray import tune
+
+from trainables.config import TrialConfig
+from trainables.train import LocalReporter, run_trial
+
+PID_FILE = "worker.pid"
+
+
+class TuneReporter:
+    """Binds the trial's reporter protocol to Ray Tune and the study's trial folder."""
+
+    def __init__(self, trial_dir: str | Path) -> None:
+        self.local = LocalReporter(trial_dir, keep=2)
+        self.node_id = _node_id()
+
+    def report(
+        self, metrics: dict[str, float], *, step: int, checkpoint_dir: str | None = None
+    ) -> None:
+        self.local.report(metrics, step=step, checkpoint_dir=checkpoint_dir)
+        checkpoint = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        tune.report(
+            {**metrics, "examples_seen": step, "node_id": self.node_id}, checkpoint=checkpoint
+        )
+
+    def latest_checkpoint(self) -> str | None:
+        from_ray = tune.get_checkpoint()
+        if from_ray is not None:
+            return from_ray.to_directory()
+        return self.local.latest_checkpoint()
+
+
+def _node_id() -> str:
+    import ray
+
+    try:
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # outside Ray (a unit test)
+        return ""
+
+
+def run_study_trial(payload: dict[str, Any]) -> None:
+    """Tune's function trainable.
+
+    ``payload["plan"]`` is either a fixed design row (``key``, ``trial``: the TrialConfig fields,
+    ``trial_dir``, ``cpu``) or, for adaptive designs, the fixed fields (``fixed``, ``seed``,
+    ``trials_root``, ``cpu``) with the searcher's factor values beside it in ``payload``.
+    """
+    plan = payload["plan"]
+    if plan.get("trial") is not None:
+        trial, trial_dir = plan["trial"], Path(plan["trial_dir"])
+    else:
+        factors = {k: v for k, v in payload.items() if k != "plan"}
+        trial = plan["fixed"] | factors | {"seed": plan["seed"]}
+        trial_dir = Path(plan["trials_root"]) / f"o-{tune.get_context().get_trial_id()}"
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    (trial_dir / PID_FILE).write_text(str(os.getpid()))
+    torch.set_num_threads(max(1, int(plan.get("cpu", 1))))
+    config = TrialConfig(**trial)
+    reporter = TuneReporter(trial_dir)
+    result = run_trial(config, reporter)
+    summary = {k: v for k, v in result.items() if not isinstance(v, str)}
+    tune.report(
+        {**summary, "final": 1, "trial_status": result["status"], "node_id": reporter.node_id}
+    )
