@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -273,15 +274,22 @@ def trial_config(spec: StudySpec, factors: dict[str, Any], seed: int) -> TrialCo
         if name in spec.trial:
             raise StudyError(f"trial.{name}: {msg} (got {spec.trial[name]!r})") from None
         point = ", ".join(f"{k}={v!r}" for k, v in factors.items())
-        raise StudyError(f"point {point}: {msg}") from None
+        named = [n for n in [*factors, *spec.trial] if re.search(rf"\b{n}\b", msg)]
+        where = ""
+        if named:
+            where = ("factors." if named[0] in factors else "trial.") + named[0] + ": "
+        raise StudyError(f"{where}{msg} (at point {point})") from None
 
 
 def build_design(spec: StudySpec) -> DesignTable:
     """Every trial of the study with its compute plan, validated, before anything runs."""
     if "budget_examples" in spec.factors:
+        levels = spec.factors["budget_examples"].levels or list(
+            spec.factors["budget_examples"].range
+        )
         raise StudyError(
-            "factors.budget_examples: the budget cannot be a factor: every trial of a study sees "
-            "the same number of examples (run one study per budget)"
+            f"factors.budget_examples: the budget cannot be a factor (got {levels}): every trial "
+            "of a study sees the same number of examples (run one study per budget)"
         )
     if spec.design.kind == "optuna":
         return _optuna_table(spec)

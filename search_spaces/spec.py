@@ -186,7 +186,9 @@ def _format_validation(err: ValidationError, source: str) -> str:
     for e in err.errors():
         where = ".".join(str(p) for p in e["loc"]) or "(file)"
         value = e.get("input")
-        shown = "" if isinstance(value, dict) else f" (got {value!r})"
+        shown = f" (got {value!r})"
+        if isinstance(value, dict) and len(repr(value)) > 120:
+            shown = ""  # a whole section; the message names what is wrong in it
         lines.append(f"{source}: {where}: {e['msg'].removeprefix('Value error, ')}{shown}")
     return "\n".join(lines)
 

@@ -31,6 +31,7 @@ from mlflow.tracking import MlflowClient
 from search_spaces.designs import DesignTable, TrialPlan
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
 
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 PARENT, TRIAL = "parent", "trial"
 SPEC_ARTIFACT = "study.yaml"
 METRIC_PREFIXES = ("train/", "z/", "h/", "sim/", "probe/", "loss/", "time/", "trial/")

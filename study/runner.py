@@ -178,12 +178,10 @@ def _recorder_class():
             return self.run_ids[key]
 
         def on_trial_start(self, iteration, trials, trial, **info):
+            # also called when Ray restarts a trial after a failure: one more attempt, same run
             run_id = self._run_id(trial)
             self.record.begin_attempt(run_id)
             self.logged[trial_key(trial)] = self.record.last_logged_step(run_id)
-
-        def on_trial_recover(self, iteration, trials, trial, **info):
-            self.record.begin_attempt(self._run_id(trial))
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             key, run_id = trial_key(trial), self._run_id(trial)
@@ -267,6 +265,8 @@ def launch(
 ) -> float:
     """Run the pending trials on Ray Tune; returns the summed wall time of launched trials."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # a snapshot with every checkpoint is what we want (resume loses at most one interval)
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     import ray
     from ray import tune
 

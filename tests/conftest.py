@@ -11,3 +11,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def ray_tmp(monkeypatch):
+    """A short RAY_TMPDIR of the test's own (Unix socket paths are limited to ~107 bytes); at
+    teardown every process that still refers to it (raylets, dashboards, agents, workers left by
+    a killed driver) is killed by PID, then the folder goes."""
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", path)
+    yield path
+    kill_processes_mentioning(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def kill_processes_mentioning(text: str) -> list[int]:
+    import os
+
+    import psutil
+
+    killed = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.pid == os.getpid():
+            continue
+        try:
+            cmdline = " ".join(proc.info["cmdline"] or [])
+            environ = proc.environ() if text not in cmdline else {}
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if text in cmdline or any(text in v for v in environ.values()):
+            try:
+                proc.kill()
+                killed.append(proc)
+            except psutil.NoSuchProcess:
+                pass
+    psutil.wait_procs(killed, timeout=10)
+    return [p.pid for p in killed]
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """Run from an empty folder, as a fresh checkout would: the embedded store lands here."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

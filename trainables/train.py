@@ -330,6 +330,10 @@ class _Trial:
         resume = self.reporter.latest_checkpoint() if self.reporter is not None else None
         if resume:
             self.load(resume)
+            # Report the checkpoint's own evaluation again: a reporter that died before
+            # recording it gets it now; one that has it already skips the replayed step.
+            if self.last_metrics and self.reporter is not None:
+                self.reporter.report(self.last_metrics, step=self.step * self.config.batch_size)
         elif 0 in self.config.eval_steps:
             self.evaluate_and_report(checkpoint=False)
         marks = set(self.config.eval_steps)

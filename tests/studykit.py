@@ -1,0 +1,64 @@
+"""Helpers for the study integration tests: small study files and readers of the real record."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import yaml
+from mlflow.tracking import MlflowClient
+
+from search_spaces.spec import SPEC_DIR
+
+
+def default_spec_data() -> dict:
+    return yaml.safe_load((SPEC_DIR / "default.yaml").read_text())
+
+
+def write_spec(
+    path: Path, name: str, *, factors: dict, trial: dict | None = None, replicates: int = 1, **top
+) -> Path:
+    """A digits study with a tiny budget, built from the default study's trial fields."""
+    data = default_spec_data()
+    data["study"] = name
+    data["trial"] |= {
+        "budget_examples": 1536,
+        "eval_marks": 3,
+        "heldout_size": 120,
+        "probe_train_size": 200,
+        "linear_probe_iters": 10,
+    } | (trial or {})
+    data["factors"] = factors
+    data["design"] = {"kind": "full_factorial", "replicates": replicates}
+    data |= top
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def child_runs(uri: str, study: str) -> list:
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(study)
+    return client.search_runs(
+        [experiment.experiment_id], filter_string="tags.`study.role` = 'trial'", max_results=1000
+    )
+
+
+def parent_runs(uri: str, study: str) -> list:
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(study)
+    return client.search_runs(
+        [experiment.experiment_id], filter_string="tags.`study.role` = 'parent'", max_results=1000
+    )
+
+
+def duplicated_metric_rows(db: Path) -> list[tuple]:
+    """(run, key, step, count) for every metric row written more than once."""
+    with sqlite3.connect(db) as con:
+        return con.execute(
+            "SELECT run_uuid, key, step, COUNT(*) FROM metrics "
+            "GROUP BY run_uuid, key, step HAVING COUNT(*) > 1"
+        ).fetchall()
+
+
+def metric_steps(uri: str, run_id: str, key: str = "train/examples_seen") -> list[int]:
+    return sorted(int(m.step) for m in MlflowClient(uri).get_metric_history(run_id, key))

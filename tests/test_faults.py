@@ -1,0 +1,165 @@
+"""Processes die; the record stays whole. Real Ray, real MLflow, real SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import kill_processes_mentioning
+from studykit import child_runs, duplicated_metric_rows, metric_steps, parent_runs, write_spec
+
+from study.runner import run_study
+
+STUDY = str(Path(sys.executable).with_name("study"))
+
+
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            _, err = proc.communicate()
+            raise AssertionError(
+                f"driver ended (rc {proc.returncode}) before {what}: {err[-3000:]}"
+            )
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def checkpoints(trial_dir: Path) -> list[Path]:
+    return [p for p in trial_dir.glob("checkpoint_*") if p.suffix != ".partial"]
+
+
+@pytest.mark.slow
+def test_worker_sigkill_is_retried_from_its_checkpoint(workdir, ray_tmp):
+    spec = write_spec(
+        workdir / "s.yaml",
+        "worker-kill",
+        factors={"temperature": {"levels": [0.1, 0.5]}},
+        trial={"budget_examples": 128 * 60, "batch_size": 128, "eval_marks": 6},
+        max_concurrent=1,
+    )
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    driver = subprocess.Popen(
+        [STUDY, "run", str(spec), "--tracking-uri", uri, "--storage", str(workdir / "studies")],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    trial_dir = workdir / "studies" / "worker-kill" / "trials" / "p000-r0"
+    wait_for(lambda: len(checkpoints(trial_dir)) >= 1, 180, "a first checkpoint", driver)
+    pid = int((trial_dir / "worker.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    _, err = driver.communicate(timeout=300)
+    assert driver.returncode == 0, err[-3000:]
+
+    runs = {r.data.tags["study.trial_key"]: r for r in child_runs(uri, "worker-kill")}
+    assert sorted(runs) == ["p000-r0", "p001-r0"]
+    assert {r.info.status for r in runs.values()} == {"FINISHED"}
+    killed = runs["p000-r0"]
+    assert killed.data.tags["study.attempts"] == "2"  # started, killed, retried
+    assert int((trial_dir / "worker.pid").read_text()) != pid  # a new worker process
+    # every evaluation is in the run exactly once, up to the full budget
+    assert metric_steps(uri, killed.info.run_id) == [128 * 10 * k for k in range(1, 7)]
+    assert duplicated_metric_rows(workdir / "mlflow.db") == []
+
+
+@pytest.mark.slow
+def test_driver_sigkill_then_rerun_runs_only_what_is_missing(workdir, ray_tmp):
+    spec = write_spec(
+        workdir / "s.yaml",
+        "driver-kill",
+        factors={"temperature": {"levels": [0.1, 0.5]}, "batch_size": {"levels": [64, 128]}},
+        trial={"budget_examples": 128 * 40, "eval_marks": 4},
+        max_concurrent=1,
+    )
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    command = [
+        STUDY,
+        "run",
+        str(spec),
+        "--tracking-uri",
+        uri,
+        "--storage",
+        str(workdir / "studies"),
+    ]
+    driver = subprocess.Popen(
+        command,
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    trials = workdir / "studies" / "driver-kill" / "trials"
+
+    def one_done_one_checkpointed():
+        if not (workdir / "mlflow.db").exists():
+            return False
+        try:
+            runs = child_runs(uri, "driver-kill")
+        except Exception:
+            return False
+        done = {r.data.tags["study.trial_key"] for r in runs if r.info.status == "FINISHED"}
+        started = [d for d in trials.glob("p*") if d.name not in done and checkpoints(d)]
+        return (done, started) if done and started else False
+
+    done_before, _ = wait_for(one_done_one_checkpointed, 240, "one trial done", driver)
+    os.killpg(driver.pid, signal.SIGKILL)  # the driver and everything in its session
+    driver.wait(timeout=30)
+    kill_processes_mentioning(ray_tmp)  # Ray daemons that outlive their driver
+    stuck = [r for r in child_runs(uri, "driver-kill") if r.info.status == "RUNNING"]
+    assert stuck, "the kill should leave a child run RUNNING"
+
+    rerun = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=400)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+
+    runs = {r.data.tags["study.trial_key"]: r for r in child_runs(uri, "driver-kill")}
+    assert len(runs) == 4 and {r.info.status for r in runs.values()} == {"FINISHED"}
+    assert len(parent_runs(uri, "driver-kill")) == 1
+    assert parent_runs(uri, "driver-kill")[0].info.status == "FINISHED"
+    for key in done_before:  # finished before the kill: never run again
+        assert runs[key].data.tags["study.attempts"] == "1"
+    for key, run in runs.items():
+        budget_steps = [128 * 10 * k for k in range(1, 5)]
+        assert metric_steps(uri, run.info.run_id) == budget_steps, key
+    assert duplicated_metric_rows(workdir / "mlflow.db") == []
+
+
+@pytest.mark.slow
+def test_trials_land_on_both_nodes_of_a_two_node_cluster(workdir, ray_tmp):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        spec = write_spec(
+            workdir / "s.yaml",
+            "two-nodes",
+            factors={"temperature": {"levels": [0.1, 0.5]}},
+            trial={"budget_examples": 128 * 30, "eval_marks": 3},
+            max_concurrent=2,
+        )
+        uri = f"sqlite:///{workdir / 'mlflow.db'}"
+        outcome = run_study(
+            spec, address=cluster.address, tracking_uri=uri, storage=workdir / "studies", quiet=True
+        )
+        assert outcome.ok
+        nodes = {r.data.tags["study.node_id"] for r in child_runs(uri, "two-nodes")}
+        alive = {n["NodeID"] for n in ray.nodes()} if ray.is_initialized() else None
+        assert len(nodes) == 2, nodes
+        if alive is not None:
+            assert nodes <= alive
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

@@ -1,0 +1,234 @@
+"""Studies end to end with real Ray Tune and a real MLflow store (embedded SQLite or a server)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from studykit import child_runs, duplicated_metric_rows, metric_steps, parent_runs, write_spec
+
+from search_spaces.spec import StudyError
+from study.progress import StudyProgress
+from study.runner import run_study
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sqlite_uri(folder: Path) -> str:
+    return f"sqlite:///{folder / 'mlflow.db'}"
+
+
+@pytest.mark.slow
+def test_default_smoke_study_records_everything_once(workdir, ray_tmp):
+    uri = sqlite_uri(workdir)
+    outcome = run_study(None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+    name = "default-digits-smoke"
+    assert outcome.ok and outcome.counts == {"FINISHED": 4} and outcome.launched == 4
+    parents = parent_runs(uri, name)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    children = child_runs(uri, name)
+    assert len(children) == 4
+    for run in children:
+        assert run.info.status == "FINISHED"
+        tags = run.data.tags
+        assert tags["mlflow.parentRunId"] == parents[0].info.run_id
+        assert (
+            tags["study.name"] == name
+            and tags["study.spec_sha"] == parents[0].data.tags["study.spec_sha"]
+        )
+        assert {"study.point_id", "study.replicate", "study.code_version"} <= set(tags)
+        assert run.data.params["derived/steps"] == str(
+            int(run.data.params["budget_examples"]) // int(run.data.params["batch_size"])
+        )
+        assert run.info.run_name.startswith("τ=")
+        assert "probe/knn_top1_h" in run.data.metrics and "z/align" in run.data.metrics
+    assert duplicated_metric_rows(workdir / "mlflow.db") == []
+    table = pq.read_table(outcome.results)
+    assert table.num_rows == 4
+    assert table.schema.metadata[b"schema_version"] == b"1"
+    frame = table.to_pandas()
+    assert frame["examples_seen"].nunique() == 1
+    assert set(frame["status"]) == {"finished"}
+    assert {"temperature", "batch_size", "derived.steps", "z/uniform", "wall_s"} <= set(frame)
+
+    # running it again resumes: nothing is missing, so nothing runs and nothing is duplicated
+    again = run_study(None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+    assert again.launched == 0 and len(child_runs(uri, name)) == 4
+    assert duplicated_metric_rows(workdir / "mlflow.db") == []
+
+
+def test_changed_study_file_is_refused_with_the_difference(workdir, ray_tmp):
+    uri = sqlite_uri(workdir)
+    spec = write_spec(workdir / "s.yaml", "changes", factors={"temperature": {"levels": [0.2]}})
+    run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+    data = yaml.safe_load(spec.read_text())
+    data["factors"]["temperature"]["levels"] = [0.3]
+    data["description"] = "a new description alone would not count"
+    spec.write_text(yaml.safe_dump(data))
+    with pytest.raises(StudyError) as err:
+        run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+    message = str(err.value)
+    assert "study 'changes' exists with a different study file" in message
+    assert "-    - 0.2" in message and "+    - 0.3" in message
+    assert len(child_runs(uri, "changes")) == 1  # the record is untouched
+
+
+@pytest.mark.slow
+def test_cli_default_study_on_a_fresh_folder_within_five_minutes(workdir, ray_tmp):
+    t0 = time.monotonic()
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("study")), "run"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    elapsed = time.monotonic() - t0
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert elapsed < 300
+    assert "mlflow ui --backend-store-uri sqlite:///" in done.stdout
+    uri = sqlite_uri(workdir)
+    assert len(parent_runs(uri, "default-digits")) == 1
+    children = child_runs(uri, "default-digits")
+    assert len(children) == 8 and {r.info.status for r in children} == {"FINISHED"}
+    frame = pq.read_table(workdir / "studies" / "default-digits" / "results.parquet").to_pandas()
+    assert len(frame) == 8 and set(frame["examples_seen"]) == {30720}
+    exported = workdir / "again.parquet"
+    out = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("study")),
+            "export",
+            "default-digits",
+            "--out",
+            str(exported),
+        ],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0 and pq.read_table(exported).num_rows == 8
+    status = subprocess.run(
+        [str(Path(sys.executable).with_name("study")), "status", "default-digits"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+    )
+    assert "8 trials {'FINISHED': 8}" in status.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_server_mode_with_a_real_mlflow_server(workdir, ray_tmp):
+    port = _free_port()
+    env = os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("mlflow")),
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{workdir / 'server.db'}",
+            "--default-artifact-root",
+            str(workdir / "server-artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(uri + "/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                assert time.monotonic() < deadline, "mlflow server did not start"
+                time.sleep(0.5)
+        spec = write_spec(
+            workdir / "s.yaml", "served", factors={"temperature": {"levels": [0.1, 0.5]}}
+        )
+        outcome = run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+        assert outcome.ok and outcome.counts == {"FINISHED": 2}
+        runs = child_runs(uri, "served")
+        assert len(runs) == 2
+        assert all(metric_steps(uri, r.info.run_id) == [512, 1024, 1536] for r in runs)
+        assert not (workdir / "mlflow.db").exists()  # nothing went to the embedded store
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_optuna_study_proposes_points_through_ray_tune(workdir, ray_tmp):
+    spec = write_spec(
+        workdir / "o.yaml",
+        "adaptive",
+        factors={"temperature": {"range": [0.05, 1.0], "scale": "log"}},
+        design={"kind": "optuna", "samples": 3, "metric": "probe/knn_top1_h", "seed": 0},
+        max_concurrent=2,
+    )
+    uri = sqlite_uri(workdir)
+    outcome = run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+    runs = child_runs(uri, "adaptive")
+    assert outcome.ok and len(runs) == 3
+    temperatures = {float(r.data.params["temperature"]) for r in runs}
+    assert len(temperatures) == 3 and all(0.05 <= t <= 1.0 for t in temperatures)
+    assert all(r.data.tags["study.trial_key"].startswith("o-") for r in runs)
+
+
+def test_progress_counts_and_eta():
+    p = StudyProgress("s", total=6, already_done=1, concurrency=2, metric="m", mode="max")
+    assert p.pending == 5 and p.eta_s() is None
+    p.start("a")
+    p.start("b")
+    p.result("a", 0.5)
+    p.result("b", 0.7)
+    p.result("a", float("nan"))
+    assert (p.pending, len(p.running), p.best, p.best_trial) == (3, 2, 0.7, "b")
+    p.started["a"] -= 10.0  # a ran for 10 s
+    p.end("a", ok=True)
+    p.end("b", ok=False)
+    assert (p.done, p.failed, p.pending) == (1, 1, 3)
+    # 3 left × mean duration / 2 slots
+    mean = sum(p.durations) / 2
+    assert p.eta_s() == pytest.approx(3 * mean / 2)
+    assert "3 pending · 0 running · 2 done · 1 failed" in p.line()
+
+
+def test_plan_json_is_one_object_per_design_doc():
+    done = subprocess.run(
+        [sys.executable, "-m", "study.cli", "plan", "toy_phase_diagram", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    data = json.loads(done.stdout)
+    assert set(data) >= {"study", "trials", "totals"}
+    assert any(row["snapped"] for row in data["trials"])
