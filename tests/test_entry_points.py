@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -36,3 +38,9 @@ def test_trial_benchmark_smoke():
 def test_trainables_module_smoke():
     out = run(sys.executable, "-m", "trainables", "toy_seed002", "--smoke")
     assert "status" in out and "finished" in out
+
+
+@pytest.mark.slow
+def test_study_benchmark_smoke(ray_tmp):
+    out = run(sys.executable, "benchmarks/study.py", "--smoke")
+    assert "| 1 |" in out and "| 2 |" in out and "speed-up at concurrency 2" in out
