@@ -316,18 +316,20 @@ def _optuna_table(spec: StudySpec) -> DesignTable:
             f"design.replicates: optuna proposes each point once, got {design.replicates}; "
             "re-run the best points in a factorial study to replicate them"
         )
-    for corner in itertools.product(*[optuna_choices(n, f, spec) for n, f in spec.factors.items()]):
-        trial_config(spec, dict(zip(spec.factors, corner, strict=True)), design.seed)
-        break
+    adaptive_sample(spec)  # the space's first corner must be a valid trial
     return DesignTable(spec, ())
 
 
-def optuna_choices(name: str, factor: Factor, spec: StudySpec) -> list[Any]:
-    """Representative values of a factor (its levels, or its bounds snapped)."""
-    if factor.levels is not None:
-        return list(factor.levels)
-    snapped: dict[str, float] = {}
-    return [_continuous(name, factor, u, spec.trial, snapped) for u in (0.0, 1.0)]
+def adaptive_sample(spec: StudySpec) -> TrialConfig:
+    """One valid trial of an adaptive design: every factor at its first level or lower bound
+    (batch sizes snapped to the budget), for checks that need a concrete trial."""
+    values = {}
+    for name, factor in spec.factors.items():
+        if factor.levels is not None:
+            values[name] = factor.levels[0]
+        else:
+            values[name] = _continuous(name, factor, 0.0, spec.trial, {})
+    return trial_config(spec, values, spec.design.seed)
 
 
 def batch_sizes_matching(spec: StudySpec, factor: Factor) -> list[int]:

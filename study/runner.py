@@ -24,8 +24,10 @@ from typing import Any
 import yaml
 
 from search_spaces.designs import (
+    INTEGER_FIELDS,
     DesignTable,
     TrialPlan,
+    adaptive_sample,
     batch_sizes_matching,
     build_design,
     trial_config,
@@ -106,7 +108,7 @@ def cluster_capacity() -> dict[str, float]:
 
 def preflight(spec: StudySpec, table: DesignTable, tracking_uri: str, address: str | None) -> None:
     """Everything checkable before Ray starts; raises StudyError naming the field and value."""
-    sample = table.trials[0].config if table.trials else _optuna_sample(spec)
+    sample = table.trials[0].config if table.trials else adaptive_sample(spec)
     try:
         check_data(sample)
     except ValueError as err:
@@ -114,13 +116,6 @@ def preflight(spec: StudySpec, table: DesignTable, tracking_uri: str, address: s
     check_tracking_uri(tracking_uri)
     if address is None:
         check_resources(spec, local_capacity(), "this machine (no --address: the study runs here)")
-
-
-def _optuna_sample(spec: StudySpec):
-    values = {n: (f.levels[0] if f.levels else f.bounds[0]) for n, f in spec.factors.items()}
-    if "batch_size" in spec.factors and spec.factors["batch_size"].range:
-        values["batch_size"] = batch_sizes_matching(spec, spec.factors["batch_size"])[0]
-    return trial_config(spec, values, spec.design.seed)
 
 
 class DriverLock:
@@ -227,7 +222,7 @@ def _optuna_space(spec: StudySpec) -> dict[str, Any]:
             space[name] = tune.choice(factor.levels)
         elif name == "batch_size":
             space[name] = tune.choice(batch_sizes_matching(spec, factor))
-        elif name in ("eval_marks", "feature_dim", "projection_dim", "projection_hidden", "knn_k"):
+        elif name in INTEGER_FIELDS:
             lo, hi = factor.bounds
             space[name] = (tune.lograndint if factor.scale == "log" else tune.randint)(
                 int(lo), int(hi) + 1
