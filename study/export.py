@@ -3,7 +3,9 @@
 Columns (``shared/design.md``): ``study``, ``point_id``, ``replicate``, ``status``, one column per
 factor, the fixed TrialConfig fields, ``derived.*``, the final value of every metric (named as
 logged, e.g. ``z/align``), ``wall_s``, ``examples_seen``, ``steps``. The file's metadata holds
-``schema_version``, the study name, its spec fingerprint and the list of factors.
+``schema_version``, the study name, its spec fingerprint, the list of factors, the design kind,
+the per-trial resources (JSON) and the study's self-checks (JSON, e.g. the InfoNCE worked
+example).
 """
 
 from __future__ import annotations
@@ -82,22 +84,38 @@ def _column(values: list[Any]) -> pa.Array:
         return pa.array([None if v is None else str(v) for v in values], pa.string())
 
 
-def export_parquet(record: StudyRecord, out: str | Path, spec_sha: str = "") -> Path:
-    """Write the study's results table; returns the path."""
+def results_table(record: StudyRecord, spec_sha: str = "") -> pa.Table:
+    """The study's results as an Arrow table, with the schema metadata."""
     rows, factors = result_rows(record)
     columns: list[str] = []
     for row in rows:
         columns += [c for c in row if c not in columns]
     table = pa.table({c: _column([row.get(c) for row in rows]) for c in columns})
     parent = record.parent()
+    tags = parent.data.tags if parent else {}
+    params = parent.data.params if parent else {}
     metadata = {
         "schema_version": SCHEMA_VERSION,
         "study": record.study,
-        "spec_sha": spec_sha or (parent.data.tags.get("study.spec_sha", "") if parent else ""),
+        "spec_sha": spec_sha or tags.get("study.spec_sha", ""),
         "factors": json.dumps(factors),
+        # what the parent run knows beyond the rows: self-checks and per-trial resources
+        "checks": json.dumps(
+            {
+                k.removeprefix("study.check."): v
+                for k, v in tags.items()
+                if k.startswith("study.check.")
+            }
+        ),
+        "resources": params.get("resources", "{}"),
+        "design": params.get("design", ""),
     }
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+
+
+def export_parquet(record: StudyRecord, out: str | Path, spec_sha: str = "") -> Path:
+    """Write the study's results table; returns the path."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out)
+    pq.write_table(results_table(record, spec_sha), out)
     return out

@@ -98,6 +98,25 @@ def _flat_params(plan: TrialPlan) -> list[Param]:
     return [Param(k, str(v)) for k, v in params.items()]
 
 
+def self_checks() -> dict[str, str]:
+    """Checks of the running code recorded with every study (release gate item 1).
+
+    ``info_nce_worked_example``: seed 004's hand-computed M = 3 example (anchor 0°, positive 20°,
+    negatives 90°, 180°, 270°, τ = 1) must give 0.6551.
+    """
+    import torch
+
+    from trainables.objectives import info_nce
+
+    angles = torch.deg2rad(torch.tensor([0.0, 20.0, 90.0, 180.0, 270.0, 90.0, 180.0, 270.0]))
+    z = torch.stack([angles.cos(), angles.sin()], dim=1).double()
+    sources = torch.tensor([0, 0, 1, 2, 3, 1, 2, 3])
+    groups = torch.tensor([0, 0, 1, 2, 3, 0, 0, 0])  # the negatives' twins are masked
+    loss = float(info_nce(z, sources, 1.0, groups=groups, group_policy="mask", reduction="none")[0])
+    ok = abs(loss - 0.6551) < 1e-4
+    return {"info_nce_worked_example": "pass" if ok else f"fail: {loss:.6f} != 0.6551"}
+
+
 class StudyRecord:
     """Reads and writes one study's runs in one MLflow tracking store."""
 
@@ -174,7 +193,8 @@ class StudyRecord:
         self.client.log_batch(run_id, params=[
             Param("design", spec.design.kind), Param("replicates", str(spec.design.replicates)),
             Param("factors", ", ".join(spec.factors)), Param("trials", str(len(table.trials))),
-        ])  # fmt: skip
+            Param("resources", json.dumps(spec.resources.model_dump())),
+        ], tags=[RunTag(f"study.check.{k}", v) for k, v in self_checks().items()])  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / SPEC_ARTIFACT).write_text(spec_yaml(spec))
             (Path(tmp) / "study_file.yaml").write_text(source_text)

@@ -1,0 +1,98 @@
+"""Loading a study's results: from MLflow (``load_study``) or from the Parquet export
+(``read_results``), as the same DataFrame; and per-evaluation histories (``load_history``).
+
+The results frame has one row per trial with the Parquet export's columns (``study``,
+``point_id``, ``replicate``, ``status``, one column per factor, the fixed fields, ``derived.*``,
+every metric's final value, ``wall_s``, ``examples_seen``, ``steps``). ``frame.attrs`` carries
+``study``, ``factors`` (the varied fields, in study-file order),
+``spec_sha``, ``design``, ``resources`` (per-trial cpu/gpu) and ``checks`` (self-checks run when
+the study started: name -> "pass" or "fail: ...").
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+
+def _frame(table: pa.Table) -> pd.DataFrame:
+    meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+    frame = table.to_pandas()
+    frame.attrs["study"] = meta.get("study", "")
+    frame.attrs["factors"] = json.loads(meta.get("factors", "[]"))
+    frame.attrs["spec_sha"] = meta.get("spec_sha", "")
+    frame.attrs["schema_version"] = meta.get("schema_version", "")
+    frame.attrs["design"] = meta.get("design", "")
+    frame.attrs["resources"] = json.loads(meta.get("resources") or "{}")
+    frame.attrs["checks"] = json.loads(meta.get("checks") or "{}")
+    return frame
+
+
+def read_results(path: str | Path) -> pd.DataFrame:
+    """The Parquet export of a study, one row per trial."""
+    return _frame(pq.read_table(path))
+
+
+def load_study(name: str, tracking_uri: str | None = None) -> pd.DataFrame:
+    """One row per trial, read from the MLflow record (the same columns as ``read_results``)."""
+    from study.export import results_table
+    from study.record import StudyRecord, default_tracking_uri
+
+    record = StudyRecord(tracking_uri or default_tracking_uri(), name)
+    return _frame(results_table(record))
+
+
+def load_history(
+    name: str, tracking_uri: str | None = None, metrics: tuple[str, ...] = ("z/align", "z/uniform")
+) -> pd.DataFrame:
+    """Every evaluation of every trial: columns ``trial_key``, ``point_id``, ``replicate``,
+    ``step`` (examples seen) and one column per metric."""
+    from study.record import StudyRecord, default_tracking_uri
+
+    uri = tracking_uri or default_tracking_uri()
+    record = StudyRecord(uri, name)
+    runs = record.trial_runs()
+    if uri.startswith("sqlite:///"):
+        return _history_sqlite(uri.removeprefix("sqlite:///"), runs, metrics)
+    rows = []
+    for key, run in runs.items():
+        for metric in metrics:
+            for m in record.client.get_metric_history(run.info.run_id, metric):
+                rows.append((key, metric, int(m.step), m.value))
+    return _pivot(rows, runs, metrics)
+
+
+def _history_sqlite(db: str, runs: dict, metrics: tuple[str, ...]) -> pd.DataFrame:
+    """One query for all runs (the client's per-run calls take seconds for thousands of runs)."""
+    by_id = {run.info.run_id: key for key, run in runs.items()}
+    if not by_id:
+        return _pivot([], runs, metrics)
+    marks = ",".join("?" * len(metrics))
+    with sqlite3.connect(db) as con:
+        found = con.execute(
+            f"SELECT run_uuid, key, step, value FROM metrics WHERE key IN ({marks})", metrics
+        ).fetchall()
+    rows = [(by_id[r], k, int(s), v) for r, k, s, v in found if r in by_id]
+    return _pivot(rows, runs, metrics)
+
+
+def _pivot(rows: list[tuple], runs: dict, metrics: tuple[str, ...]) -> pd.DataFrame:
+    columns = ["trial_key", "point_id", "replicate", "step", *metrics]
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    long = pd.DataFrame(rows, columns=["trial_key", "metric", "step", "value"])
+    wide = long.pivot_table(
+        index=["trial_key", "step"], columns="metric", values="value", aggfunc="last"
+    ).reset_index()
+    tags = {k: r.data.tags for k, r in runs.items()}
+    wide["point_id"] = wide["trial_key"].map(lambda k: tags[k].get("study.point_id", ""))
+    wide["replicate"] = wide["trial_key"].map(lambda k: int(tags[k].get("study.replicate", 0)))
+    for metric in metrics:
+        if metric not in wide:
+            wide[metric] = float("nan")
+    return wide[columns].sort_values(["trial_key", "step"]).reset_index(drop=True)
