@@ -4,9 +4,9 @@
 The results frame has one row per trial with the Parquet export's columns (``study``,
 ``point_id``, ``replicate``, ``status``, one column per factor, the fixed fields, ``derived.*``,
 every metric's final value, ``wall_s``, ``examples_seen``, ``steps``). ``frame.attrs`` carries
-``study``, ``factors`` (the varied fields, in study-file order),
-``spec_sha``, ``design``, ``resources`` (per-trial cpu/gpu) and ``checks`` (self-checks run when
-the study started: name -> "pass" or "fail: ...").
+``study``, ``factors`` (the varied fields, in study-file order), ``spec_sha``, ``design``,
+``scales`` (factor -> linear | log), ``resources`` (per-trial cpu/gpu) and ``checks`` (self-checks
+run when the study started: name -> "pass" or "fail: ...").
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def _frame(table: pa.Table) -> pd.DataFrame:
+def results_frame(table: pa.Table) -> pd.DataFrame:
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     frame = table.to_pandas()
     frame.attrs["study"] = meta.get("study", "")
@@ -30,12 +30,13 @@ def _frame(table: pa.Table) -> pd.DataFrame:
     frame.attrs["design"] = meta.get("design", "")
     frame.attrs["resources"] = json.loads(meta.get("resources") or "{}")
     frame.attrs["checks"] = json.loads(meta.get("checks") or "{}")
+    frame.attrs["scales"] = json.loads(meta.get("scales") or "{}")
     return frame
 
 
 def read_results(path: str | Path) -> pd.DataFrame:
     """The Parquet export of a study, one row per trial."""
-    return _frame(pq.read_table(path))
+    return results_frame(pq.read_table(path))
 
 
 def load_study(name: str, tracking_uri: str | None = None) -> pd.DataFrame:
@@ -44,7 +45,7 @@ def load_study(name: str, tracking_uri: str | None = None) -> pd.DataFrame:
     from study.record import StudyRecord, default_tracking_uri
 
     record = StudyRecord(tracking_uri or default_tracking_uri(), name)
-    return _frame(results_table(record))
+    return results_frame(results_table(record))
 
 
 def load_history(

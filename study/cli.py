@@ -170,6 +170,38 @@ def export(
 
 
 @app.command()
+def report(
+    name: Annotated[str | None, typer.Argument(help="study name (read from MLflow)")] = None,
+    results: Annotated[
+        Path | None, typer.Option(help="a results .parquet instead of MLflow")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="output folder (default studies/<study>/report)")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the summary as one JSON object")
+    ] = False,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Fit response surfaces, draw every figure, fill the evidence card, write report.html."""
+    from study.record import default_tracking_uri
+    from study.reporting import make_report
+
+    if (name is None) == (results is None):
+        _fail(StudyError("give a study NAME or --results FILE.parquet (one of them)"))
+    uri = tracking_uri or default_tracking_uri()
+    record = _existing(name, uri) if name else None
+    try:
+        summary, folder = make_report(record, results, out, tracking_uri=uri)
+    except (StudyError, ValueError) as err:
+        _fail(err)
+    if as_json:
+        typer.echo(json.dumps(summary, default=str))
+    else:
+        typer.echo(f"wrote {folder / 'report.html'}")
+
+
+@app.command()
 def env() -> None:
     """Print the versions and devices this environment will run studies with."""
     import mlflow

@@ -108,6 +108,7 @@ def results_table(record: StudyRecord, spec_sha: str = "") -> pa.Table:
             }
         ),
         "resources": params.get("resources", "{}"),
+        "scales": params.get("factor_scales", "{}"),
         "design": params.get("design", ""),
     }
     return table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})

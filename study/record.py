@@ -194,6 +194,7 @@ class StudyRecord:
             Param("design", spec.design.kind), Param("replicates", str(spec.design.replicates)),
             Param("factors", ", ".join(spec.factors)), Param("trials", str(len(table.trials))),
             Param("resources", json.dumps(spec.resources.model_dump())),
+            Param("factor_scales", json.dumps({n: f.scale for n, f in spec.factors.items()})),
         ], tags=[RunTag(f"study.check.{k}", v) for k, v in self_checks().items()])  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / SPEC_ARTIFACT).write_text(spec_yaml(spec))

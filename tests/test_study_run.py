@@ -83,49 +83,6 @@ def test_changed_study_file_is_refused_with_the_difference(workdir, ray_tmp):
     assert len(child_runs(uri, "changes")) == 1  # the record is untouched
 
 
-@pytest.mark.slow
-def test_cli_default_study_on_a_fresh_folder_within_five_minutes(workdir, ray_tmp):
-    t0 = time.monotonic()
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("study")), "run"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    elapsed = time.monotonic() - t0
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert elapsed < 300
-    assert "mlflow ui --backend-store-uri sqlite:///" in done.stdout
-    uri = sqlite_uri(workdir)
-    assert len(parent_runs(uri, "default-digits")) == 1
-    children = child_runs(uri, "default-digits")
-    assert len(children) == 8 and {r.info.status for r in children} == {"FINISHED"}
-    frame = pq.read_table(workdir / "studies" / "default-digits" / "results.parquet").to_pandas()
-    assert len(frame) == 8 and set(frame["examples_seen"]) == {30720}
-    exported = workdir / "again.parquet"
-    out = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("study")),
-            "export",
-            "default-digits",
-            "--out",
-            str(exported),
-        ],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-    )
-    assert out.returncode == 0 and pq.read_table(exported).num_rows == 8
-    status = subprocess.run(
-        [str(Path(sys.executable).with_name("study")), "status", "default-digits"],
-        cwd=workdir,
-        capture_output=True,
-        text=True,
-    )
-    assert "8 trials {'FINISHED': 8}" in status.stdout
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

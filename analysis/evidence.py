@@ -1,0 +1,851 @@
+"""The contrastive representation evidence card (seed 003 §BG) and the first technical release
+gate (§AA), filled only from what a study's record shows: the results frame of
+:mod:`analysis.load` (one row per trial) and its ``attrs``.
+
+    card = evidence_card(read_results("studies/default-digits/results.parquet"))
+    print(card.to_markdown())
+
+Anything the record does not carry is reported as "not measured", never guessed: a missing
+column, a trial without metrics (failed, killed) or a study of one trial never raises.
+Summaries of metrics use finished trials only; cost counts every trial.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import numbers
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from types import MappingProxyType
+from typing import Literal
+
+import pandas as pd
+
+GateStatus = Literal["pass", "fail", "not measured"]
+GATE_STATUSES: tuple[str, ...] = ("pass", "fail", "not measured")
+NOT_MEASURED = "not measured"
+
+GATE_ITEMS: tuple[str, ...] = (
+    "The InfoNCE implementation matches a checked finite example.",
+    "Effective candidate count is documented across devices.",
+    "Temperature and similarity scale are reported together.",
+    "Positive-pair transformations are classified by the information they preserve and destroy.",
+    "False-negative risk is measured on at least a diagnostic subset.",
+    "Hard-negative mining includes semantic-validity checks.",
+    "Projection-head and encoder representations are evaluated separately.",
+    "Alignment and uniformity are inspected conditionally, not only as global averages.",
+    "Multi-positive data are not forced into one-positive supervision without justification.",
+    "Cross-modal or temporal alignment error is measured where relevant.",
+    "Batch sampling and distributed negative policies are part of the reproducibility record.",
+    "The public invariance claim is no broader than the transformations actually validated.",
+)
+
+SECTION_TITLES: tuple[str, ...] = (
+    "Receiver job", "Positive relation", "Negative relation", "Augmentations", "Similarity",
+    "Temperature", "Effective candidates", "Representation layer", "Geometry", "Transfer",
+    "Shift tests", "Subgroups", "Cost", "Source return",
+)  # fmt: skip
+
+PROBES: tuple[str, ...] = (
+    "probe/knn_top1_h", "probe/knn_top1_z", "probe/linear_top1_h", "probe/linear_top1_z",
+)  # fmt: skip
+DEFAULT_TARGET = "probe/knn_top1_h"
+SPACES = {"h": "h (encoder output)", "z": "z (projection-head output)"}
+GEOMETRY = ("align", "uniform", "effective_rank", "dim_std_min", "dim_std_mean")
+# Columns that would record a cross-device or memory-bank candidate pool, were one used.
+POOL_COLUMNS = ("world_size", "gather", "queue_size", "memory_bank")
+
+
+# ---------------------------------------------------------------- augmentation classification
+@dataclass(frozen=True)
+class AugmentationInfo:
+    """What one augmentation component keeps and removes; ``magnitude(s)`` at strength s (the
+    formulas of :mod:`trainables.augment`)."""
+
+    preserves: str
+    destroys: str
+    magnitude: Callable[[float], str]
+
+
+def _crop(s: float) -> str:
+    lo = min(1.0, max(0.08, 1 - 0.92 * s))
+    return f"area {lo:.2f}-1 of the image, aspect {(3 / 4) ** s:.2f}-{(4 / 3) ** s:.2f}"
+
+
+AUGMENTATION_INFO: Mapping[str, AugmentationInfo] = MappingProxyType(
+    {
+        "crop": AugmentationInfo(
+            "local shape and texture inside the kept box; identity when the box covers the object",
+            "absolute position and scale, and everything outside the box (global layout)",
+            _crop,
+        ),
+        "flip": AugmentationInfo(
+            "shape up to mirroring, texture, colour, scale",
+            "left-right orientation (handedness, reading direction)",
+            lambda s: f"horizontal, p = {0.5 * min(s, 1):.2f}",
+        ),
+        "rotate": AugmentationInfo(
+            "shape up to a small rotation, texture, colour, scale",
+            "absolute orientation and slant within the angle range",
+            lambda s: f"angle uniform in ±{30 * s:.1f}°",
+        ),
+        "color": AugmentationInfo(
+            "spatial structure: shape, edges, layout",
+            "absolute brightness and contrast, and (RGB only) hue and saturation statistics",
+            lambda s: (
+                f"p = 0.8; brightness, contrast, saturation x[{max(0.0, 1 - 0.8 * s):.2f}, "
+                f"{1 + 0.8 * s:.2f}], hue ±{0.2 * s:.2f} turn"
+            ),
+        ),
+        "grayscale": AugmentationInfo(
+            "luminance, shape, texture",
+            "chroma: hue and saturation (identity on 1-channel images)",
+            lambda s: f"p = {0.2 * min(s, 1):.2f} (RGB only)",
+        ),
+        "blur": AugmentationInfo(
+            "low spatial frequencies: coarse shape, layout, colour",
+            "high spatial frequencies: fine texture, sharp edges, small details",
+            lambda s: f"p = 0.5, Gaussian sigma up to {2 * s:.2f} px per 32 px of side",
+        ),
+        "noise": AugmentationInfo(
+            "shape, layout and mean intensities (vectors: position beyond the noise scale)",
+            "exact pixel values and low-amplitude fine detail (vectors: exact position)",
+            lambda s: f"additive Gaussian, std {0.1 * s:.3g} on [0, 1] pixels (images)",
+        ),
+        "erase": AugmentationInfo(
+            "the rest of the image and its global layout",
+            "the content of one occluded rectangle (any single local part)",
+            lambda s: (
+                f"p = 0.5, one box of {0.02 * min(1.0, s):.2f}-{0.33 * s:.2f} of the area, "
+                "filled with the dataset mean"
+            ),
+        ),
+    }
+)
+
+
+# ---------------------------------------------------------------------------- the card itself
+@dataclass(frozen=True)
+class Table:
+    """A small table of formatted cells, with an optional caption printed above it."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    caption: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "columns", tuple(map(str, self.columns)))
+        object.__setattr__(self, "rows", tuple(tuple(map(str, r)) for r in self.rows))
+
+    def to_markdown(self) -> str:
+        if not self.rows:
+            return self.caption or "(no rows)"
+        lines = [self.caption, ""] if self.caption else []
+        lines.append("| " + " | ".join(map(_cell, self.columns)) + " |")
+        lines.append("|" + "---|" * len(self.columns))
+        lines += ["| " + " | ".join(map(_cell, row)) + " |" for row in self.rows]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {
+            "caption": self.caption,
+            "columns": list(self.columns),
+            "rows": list(map(list, self.rows)),
+        }
+
+
+Section = str | Table
+
+
+@dataclass(frozen=True)
+class GateItem:
+    number: int
+    text: str
+    status: GateStatus
+    evidence: str
+
+    def __post_init__(self) -> None:
+        if self.status not in GATE_STATUSES:
+            raise ValueError(f"status must be one of {GATE_STATUSES}, got {self.status!r}")
+
+
+@dataclass(frozen=True)
+class EvidenceCard:
+    """Sections in §BG order (title -> markdown text or a :class:`Table`) and the §AA gate."""
+
+    study: str
+    n_trials: int
+    sections: Mapping[str, Section]
+    gate: tuple[GateItem, ...]
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sections", MappingProxyType(dict(self.sections)))
+        object.__setattr__(self, "gate", tuple(self.gate))
+
+    def to_markdown(self) -> str:
+        parts = [f"# Evidence card: {self.study or '(unnamed study)'}", self.summary]
+        for title, body in self.sections.items():
+            parts.append(
+                f"## {title}\n\n" + (body if isinstance(body, str) else body.to_markdown())
+            )
+        gate = Table(
+            ("#", "item", "status", "evidence"),
+            tuple((str(g.number), g.text, g.status, g.evidence) for g in self.gate),
+        )
+        parts.append("## Release gate (seed 003 §AA)\n\n" + gate.to_markdown())
+        return "\n\n".join(p for p in parts if p) + "\n"
+
+    def to_json(self) -> dict:
+        sections = {t: b if isinstance(b, str) else b.to_json() for t, b in self.sections.items()}
+        return {
+            "study": self.study,
+            "n_trials": self.n_trials,
+            "summary": self.summary,
+            "sections": sections,
+            "gate": [asdict(g) for g in self.gate],
+        }
+
+
+def evidence_card(df: pd.DataFrame) -> EvidenceCard:
+    """The §BG card and §AA gate of one study's results frame (see :mod:`analysis.load`)."""
+    attrs = dict(df.attrs)
+    builders = dict(zip(SECTION_TITLES, _SECTION_BUILDERS, strict=True))
+    return EvidenceCard(
+        study=str(attrs.get("study") or _first(df, "study") or ""),
+        n_trials=len(df),
+        sections={title: build(df, attrs) for title, build in builders.items()},
+        gate=release_gate(df),
+        summary=_summary(df, attrs),
+    )
+
+
+def release_gate(df: pd.DataFrame) -> tuple[GateItem, ...]:
+    """The twelve §AA items, each with a status and one line of evidence from the frame."""
+    attrs = dict(df.attrs)
+    return tuple(
+        GateItem(n, text, *rule(df, attrs))
+        for n, (text, rule) in enumerate(zip(GATE_ITEMS, _GATE_RULES, strict=True), start=1)
+    )
+
+
+# ------------------------------------------------------------------------------- small helpers
+def _cell(x: object) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def _fmt(x: object) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, numbers.Real) and not isinstance(x, bool):
+        if not math.isfinite(x):
+            return "n/a"
+        return str(int(x)) if float(x).is_integer() and abs(x) < 1e12 else f"{x:.4g}"
+    return str(x)
+
+
+def _num(df: pd.DataFrame, col: str) -> pd.Series | None:
+    return pd.to_numeric(df[col], errors="coerce") if col in df.columns else None
+
+
+def _finished(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["status"] == "finished"] if "status" in df.columns else df
+
+
+def _first(df: pd.DataFrame, col: str) -> object:
+    return df[col].dropna().iloc[0] if col in df.columns and df[col].notna().any() else None
+
+
+def _distinct(df: pd.DataFrame, col: str) -> list[str]:
+    if col not in df.columns:
+        return []
+    values = df[col].dropna().unique().tolist()
+    with contextlib.suppress(TypeError):
+        values = sorted(values)
+    return [_fmt(v) for v in values]
+
+
+def _listing(df: pd.DataFrame, col: str) -> str:
+    return ", ".join(_distinct(df, col)) or "not recorded"
+
+
+def _mean_sd(s: pd.Series) -> str:
+    s = s.dropna()
+    if s.empty:
+        return "n/a"
+    sd = f" ± {s.std(ddof=1):.3f}" if len(s) > 1 else ""
+    return f"{s.mean():.3f}{sd} (n={len(s)})"
+
+
+def _range(s: pd.Series | None) -> str:
+    s = s.dropna() if s is not None else None
+    if s is None or s.empty:
+        return "n/a"
+    return _fmt(s.iloc[0]) if s.min() == s.max() else f"{_fmt(s.min())} to {_fmt(s.max())}"
+
+
+def _is_infonce(df: pd.DataFrame) -> pd.Series:
+    if "objective" not in df.columns:
+        return pd.Series(True, index=df.index)
+    return df["objective"] == "info_nce"
+
+
+def _target(attrs: dict) -> str:
+    target = attrs.get("target")
+    metric = target.get("metric") if isinstance(target, dict) else target
+    return metric if isinstance(metric, str) and metric else DEFAULT_TARGET
+
+
+def _candidates(df: pd.DataFrame) -> pd.Series | None:
+    """Negatives per anchor, per trial: ``loss/candidates``, else 2B - 2 as derived."""
+    logged, derived = _num(df, "loss/candidates"), _num(df, "derived.negatives_per_anchor")
+    if logged is None:
+        return derived
+    return logged if derived is None else logged.fillna(derived)
+
+
+def _components(df: pd.DataFrame) -> list[str]:
+    names = []
+    for spec in df["augmentation"].dropna().unique() if "augmentation" in df.columns else []:
+        parts = [] if str(spec).strip() in ("", "none") else str(spec).split("+")
+        names += [p.strip() for p in parts if p.strip() not in names]
+    return names
+
+
+def _grouped(df: pd.DataFrame) -> pd.Series:
+    """Trials whose training data carries groups (toy items of several photos)."""
+    photos = _num(df, "toy_photos_per_item")
+    if photos is None:
+        return pd.Series(False, index=df.index)
+    toy = df["dataset"] == "toy" if "dataset" in df.columns else True
+    return (photos > 1) & toy
+
+
+def _point_label(df: pd.DataFrame, point: object, factors: list[str]) -> str:
+    rows = df[df["point_id"] == point] if "point_id" in df.columns else df
+    values = [f"{f}={_fmt(_first(rows, f))}" for f in factors if f in rows.columns]
+    return f"{point} ({', '.join(values)})" if values else str(point)
+
+
+def _factors(attrs: dict) -> list[str]:
+    return [str(f) for f in attrs.get("factors") or []]
+
+
+def _summary(df: pd.DataFrame, attrs: dict) -> str:
+    counts = df["status"].value_counts().to_dict() if "status" in df.columns else {}
+    status = ", ".join(f"{v} {k}" for k, v in counts.items()) or "status not recorded"
+    factors = ", ".join(_factors(attrs)) or "none recorded"
+    design = attrs.get("design") or "not recorded"
+    return (
+        f"{len(df)} trials ({status}); factors: {factors}; design: {design}; "
+        f"spec_sha: {attrs.get('spec_sha') or 'not recorded'}. Settings and numbers below are "
+        "read from the results frame and its attrs (protocol descriptions from the project's "
+        "code); metric summaries use finished trials only."
+    )
+
+
+# ------------------------------------------------------------------------------------ sections
+def receiver_job(df: pd.DataFrame, attrs: dict) -> str:
+    present = [p for p in PROBES if p in df.columns]
+    if not present:
+        return f"{NOT_MEASURED}: no probe/* columns in the record."
+    knn = (
+        f"weighted cosine kNN top-1 (k = {_listing(df, 'knn_k')}, "
+        f"vote temperature {_listing(df, 'knn_temperature')})"
+    )
+    linear = (
+        f"linear top-1 (standardised features, L2-penalised multinomial logistic regression, "
+        f"full-batch L-BFGS, at most {_listing(df, 'linear_probe_iters')} iterations)"
+    )
+    return (
+        f"Class recognition on held-out labels, read by frozen-feature probes: {knn} and {linear}; "
+        "each fit on a labelled probe-train split and scored on a disjoint held-out split, "
+        f"in both h and z. Recorded: {', '.join(present)}. Target metric: {_target(attrs)}"
+        f"{'' if attrs.get('target') else ' (the default; attrs carry no target)'}."
+    )
+
+
+def positive_relation(df: pd.DataFrame, attrs: dict) -> str:
+    grouped = _grouped(df)
+    if grouped.any():
+        groups = (
+            f"Groups exist in {int(grouped.sum())} trial(s): toy items of "
+            f"{_listing(df[grouped], 'toy_photos_per_item')} photos share one item identity"
+        )
+    else:
+        groups = "No groups: one photo per source (toy_photos_per_item = 1 or non-toy data)"
+    if "imagefolder" in _distinct(df, "dataset"):
+        groups += (
+            "; imagefolder trials take groups from root/groups.csv when present, "
+            "which the record does not show"
+        )
+    return (
+        "Two independently augmented views of one training source form the positive pair "
+        f"(random parameters drawn per sample). Dataset: {_listing(df, 'dataset')}. {groups}. "
+        f"group_policy: {_listing(df, 'group_policy')} (negative: group mates are negatives; "
+        "mask: dropped from the denominator; positive: extra positives; moot without groups)."
+    )
+
+
+def negative_relation(df: pd.DataFrame, attrs: dict) -> str:
+    done = _finished(df)
+    cands = _candidates(df)
+    per_batch = "; ".join(f"B = {r[0]}: {r[1]}" for r in candidate_table(df).rows) or "not recorded"
+    fnr = _num(done, "sim/false_negative_rate")
+    share = _by(done[_is_infonce(done)], "sim/hardest_neg_share", "temperature", "τ")
+    return (
+        "Every other view in the anchor's training batch is a negative (the other 2B - 2 views; "
+        "no mining or reweighting is recorded). Candidates per anchor"
+        f"{'' if cands is not None else ' (not recorded)'}: {per_batch}. "
+        f"group_policy: {_listing(df, 'group_policy')}. False-negative rate (share of held-out "
+        "anchors whose hardest negative in z has the anchor's class label, with the whole "
+        f"held-out set as one batch), over finished trials: {_range(fnr)}; a high rate means "
+        "an anchor's most strongly repelled negative is usually a same-class view. Hardest "
+        "negative's "
+        f"share of the anchor's repulsion (InfoNCE, held-out): {share}. Labels are diagnostic "
+        "only; the loss never sees them."
+    )
+
+
+def _by(df: pd.DataFrame, col: str, key: str, name: str) -> str:
+    """``col``'s range per value of ``key``, e.g. "τ = 0.1: 0.15 to 0.16; τ = 0.5: 0.007"."""
+    value = _num(df, col)
+    if value is None or value.dropna().empty:
+        return "n/a"
+    if key not in df.columns:
+        return _range(value)
+    return "; ".join(f"{name} = {_fmt(k)}: {_range(v)}" for k, v in value.groupby(df[key]))
+
+
+def augmentations(df: pd.DataFrame, attrs: dict) -> str | Table:
+    if "augmentation" not in df.columns:
+        return f"{NOT_MEASURED}: no augmentation column in the record."
+    strength = "aug_strength" if "aug_strength" in df.columns else None
+    keys = ["augmentation"] + ([strength] if strength else [])
+    used = df.groupby(keys, dropna=False).size()
+    rows = tuple(
+        (_fmt(k[0]), _fmt(k[1]) if strength else "not recorded", str(n))
+        for k, n in ((k if isinstance(k, tuple) else (k,), n) for k, n in used.items())
+    )
+    lines = []
+    for name in _components(df):
+        info = AUGMENTATION_INFO.get(name)
+        if info is None:
+            lines.append(f"- {name}: UNCLASSIFIED (no AUGMENTATION_INFO entry)")
+            continue
+        mags = "; ".join(f"s = {_fmt(s)}: {_magnitude(df, name, s)}" for s in _strengths(df))
+        lines.append(f"- {name}: destroys {info.destroys}; preserves {info.preserves}. {mags}")
+    per = "\n".join(lines) or "- none: the two views are identical"
+    head = "Per component used: what it destroys and preserves, and its magnitude at strength s."
+    caption = "Compositions used (each view drawn independently, parameters per sample):"
+    return Table(("composition", "strength s", "trials"), rows, f"{head}\n\n{per}\n\n{caption}")
+
+
+def _magnitude(df: pd.DataFrame, name: str, s: float) -> str:
+    noise = _num(df, "toy_noise")
+    if name == "noise" and "toy" in _distinct(df, "dataset") and noise is not None:
+        return f"additive Gaussian on toy vectors, std toy_noise x s = {_range(noise * s)}"
+    return AUGMENTATION_INFO[name].magnitude(s)
+
+
+def _strengths(df: pd.DataFrame) -> list[float]:
+    s = _num(df, "aug_strength")
+    return sorted(s.dropna().unique().tolist()) if s is not None else []
+
+
+def similarity(df: pd.DataFrame, attrs: dict) -> str:
+    objectives = _distinct(df, "objective")
+    text = [f"Objective(s): {', '.join(objectives) or 'not recorded'}."]
+    if not objectives or "info_nce" in objectives:
+        text.append(
+            "InfoNCE: cosine similarity of L2-normalised z, divided by the temperature τ "
+            "(logits = cos / τ)."
+        )
+    au = df[df["objective"] == "align_uniform"] if "objective" in df.columns else df.iloc[:0]
+    if len(au):
+        text.append(
+            "align_uniform: squared Euclidean distance of L2-normalised z (= 2 - 2 cos); "
+            f"alignment exponent α = {_listing(au, 'align_alpha')}; uniformity Gaussian kernel "
+            f"exp(-t ||u - v||²) with t = uniform_t = {_listing(au, 'uniform_t')}, "
+            f"λ·t = lam_t = {_listing(au, 'lam_t')} (λ = {_listing(au, 'derived.lam')})."
+        )
+    return " ".join(text)
+
+
+def temperature(df: pd.DataFrame, attrs: dict) -> str | Table:
+    nce = df[_is_infonce(df)]
+    if "temperature" not in df.columns or nce.empty:
+        return f"{NOT_MEASURED}: no InfoNCE trial records a temperature."
+    caption = (
+        f"τ used: {_listing(nce, 'temperature')}; constant through training (the record has no "
+        "temperature schedule, and τ is not learned). Mean target probe "
+        f"({_target(attrs)}, finished InfoNCE trials) by τ and candidates per anchor C:"
+    )
+    table = temperature_table(df, _target(attrs))
+    return Table(table.columns, table.rows, caption + ("" if table.rows else " not measured."))
+
+
+def temperature_table(df: pd.DataFrame, target: str = DEFAULT_TARGET) -> Table:
+    """Mean ``target`` of finished InfoNCE trials by temperature (rows) and candidates (columns)."""
+    done = _finished(df)
+    done = done[_is_infonce(done)]
+    value, cands = _num(done, target), _candidates(done)
+    if value is None or cands is None or "temperature" not in done.columns:
+        return Table(("τ",), ())
+    frame = pd.DataFrame({"t": _num(done, "temperature"), "c": cands, "v": value}).dropna()
+    cols = sorted(frame["c"].unique())
+    rows = []
+    for t, at_t in frame.groupby("t"):
+        cells = [at_t.loc[at_t["c"] == c, "v"] for c in cols]
+        rows.append((_fmt(t), *(f"{v.mean():.3f} (n={len(v)})" if len(v) else "-" for v in cells)))
+    return Table(("τ", *(f"C = {_fmt(c)}" for c in cols)), tuple(rows))
+
+
+def candidate_table(df: pd.DataFrame) -> Table:
+    """Batch size -> candidates per anchor (``loss/candidates`` and 2B - 2), with trial counts."""
+    columns = ("batch size B", "candidates per anchor (loss/candidates)", "2B - 2", "trials")
+    cands = _candidates(df)
+    if "batch_size" not in df.columns or cands is None:
+        return Table(columns, ())
+    frame = pd.DataFrame({"b": _num(df, "batch_size"), "c": cands}).dropna(subset=["b"])
+    rows = tuple(
+        (_fmt(b), _range(g["c"]), _fmt(2 * b - 2), str(len(g))) for b, g in frame.groupby("b")
+    )
+    return Table(columns, rows)
+
+
+def effective_candidates(df: pd.DataFrame, attrs: dict) -> str | Table:
+    table = candidate_table(df)
+    pools = [c for c in POOL_COLUMNS if c in df.columns]
+    scope = (
+        "Candidate pool as recorded: " + "; ".join(f"{c} = {_listing(df, c)}" for c in pools)
+        if pools
+        else "Local batch only: no cross-device gather, queue or memory bank is recorded, so each "
+        "anchor's candidates are the other 2B - 2 views of its own batch."
+    )
+    if "objective" in df.columns and (df["objective"] == "align_uniform").any():
+        scope += (
+            " align_uniform trials: the uniformity term pairs each view with the other B - 1 "
+            "views of its own side (uniform(z1), uniform(z2) averaged), not the 2B - 2 shown."
+        )
+    if not table.rows:
+        return f"{scope} Candidates per anchor: {NOT_MEASURED}."
+    return Table(table.columns, table.rows, scope)
+
+
+def representation_layer(df: pd.DataFrame, attrs: dict) -> str | Table:
+    done = _finished(df)
+    present = [p for p in PROBES if p in done.columns]
+    arch = (
+        f"h: {_listing(df, 'encoder')} encoder output, dim {_listing(df, 'feature_dim')}; "
+        f"z: {_listing(df, 'projection')} projection head output, "
+        f"dim {_listing(df, 'projection_dim')}. "
+        "Mean probe top-1 over finished replicates, per point:"
+    )
+    if not present or done.empty:
+        return f"{arch} {NOT_MEASURED}."
+    key = "point_id" if "point_id" in done.columns else None
+    groups = done.groupby(key, sort=True) if key else [("all", done)]
+    rows = tuple(
+        (
+            _point_label(done, p, _factors(attrs)) if key else "all trials",
+            str(len(g)),
+            *(_fmt(round(float(_num(g, c).mean()), 4)) for c in present),
+        )
+        for p, g in groups
+    )
+    return Table(("point", "n", *present), rows, arch)
+
+
+def geometry(df: pd.DataFrame, attrs: dict) -> str | Table:
+    done = _finished(df)
+    rows = []
+    for m in GEOMETRY:
+        h, z = _num(done, f"h/{m}"), _num(done, f"z/{m}")
+        if h is not None or z is not None:
+            rows.append((m, *_mean_and_range(h), *_mean_and_range(z)))
+    for m in ("sim/pos_mean", "sim/neg_mean", "sim/neg_q99"):
+        if m in done.columns:
+            rows.append((m, "-", "-", *_mean_and_range(_num(done, m))))
+    if not rows or done.empty:
+        return f"{NOT_MEASURED}: no finished trial records geometry metrics."
+    caption = (
+        f"Held-out positive pairs, {len(done)} finished trials; alignment and uniformity use one "
+        "fixed protocol (α = 2, t = 2) whatever the training t; sim/* are cosines in z. "
+        "Neighbourhood and class structure: see the kNN probes (Transfer)."
+    )
+    return Table(("metric", "h mean", "h range", "z mean", "z range"), tuple(rows), caption)
+
+
+def _mean_and_range(s: pd.Series | None) -> tuple[str, str]:
+    if s is None or s.dropna().empty:
+        return "n/a", "n/a"
+    return f"{s.mean():.4g}", _range(s)
+
+
+def transfer(df: pd.DataFrame, attrs: dict) -> str | Table:
+    done = _finished(df)
+    rows = [_transfer_row(done, p, attrs) for p in PROBES if p in done.columns]
+    rows = [r for r in rows if r]
+    if not rows:
+        return f"{NOT_MEASURED}: no finished trial records a probe."
+    caption = (
+        "Linear and kNN probes on held-out labels (few-shot and fine-tuned transfer: "
+        f"{NOT_MEASURED}). Best point by mean over its replicates:"
+    )
+    cols = ("probe", "best point", "mean ± sd over replicates", "all finished trials")
+    return Table(cols, tuple(rows), caption)
+
+
+def _transfer_row(done: pd.DataFrame, probe: str, attrs: dict) -> tuple[str, ...] | None:
+    value = _num(done, probe)
+    if value is None or value.dropna().empty:
+        return None
+    key = done["point_id"] if "point_id" in done.columns else pd.Series("all", index=done.index)
+    means = value.groupby(key).mean().dropna()
+    if means.empty:
+        return None
+    best = means.idxmax()
+    label = _point_label(done, best, _factors(attrs)) if "point_id" in done.columns else "all"
+    return (probe, label, _mean_sd(value[key == best]), _mean_sd(value))
+
+
+def shift_tests(df: pd.DataFrame, attrs: dict) -> str:
+    return f"{NOT_MEASURED}: the record names no shifted domain or corruption family."
+
+
+def subgroups(df: pd.DataFrame, attrs: dict) -> str:
+    return f"{NOT_MEASURED}: only global averages are recorded (no per-class or per-group metrics)."
+
+
+def cost(df: pd.DataFrame, attrs: dict) -> str:
+    wall = _num(df, "wall_s")
+    total = f"{wall.sum():.1f} s" if wall is not None and wall.notna().any() else NOT_MEASURED
+    mean = f"{wall.mean():.1f} s" if wall is not None and wall.notna().any() else NOT_MEASURED
+    timed = 0 if wall is None else int(wall.notna().sum())
+    hours = gpu_hours(df)
+    gpu = (attrs.get("resources") or {}).get("gpu")
+    if hours is None:
+        gpu_text = f"GPU hours: {NOT_MEASURED} (attrs carry no per-trial resources)"
+    elif not gpu:
+        gpu_text = "GPU hours: 0 (CPU-only: resources gpu = 0)"
+    else:
+        gpu_text = f"GPU hours: {hours:.3g} (Σ wall_s × {_fmt(gpu)} GPU / 3600)"
+    steps = _by(df, "steps" if "steps" in df.columns else "derived.steps", "batch_size", "B")
+    resources = attrs.get("resources") or {}
+    per_trial = ", ".join(f"{k} {_fmt(v)}" for k, v in resources.items()) or "not recorded"
+    return (
+        f"{_examples_check(df)} Steps per trial: {steps}. Wall time: total {total}, mean {mean} "
+        f"per trial over {timed} trials with wall_s. {gpu_text}. Resources per trial: "
+        f"{per_trial}; precision: {_listing(df, 'precision')}. "
+        f"Embedding size: h {_listing(df, 'feature_dim')}, z {_listing(df, 'projection_dim')}; "
+        f"deployment compression: {NOT_MEASURED}."
+    )
+
+
+def gpu_hours(df: pd.DataFrame) -> float | None:
+    """Σ wall_s × attrs["resources"]["gpu"] / 3600, or None when either is not recorded."""
+    gpu = (df.attrs.get("resources") or {}).get("gpu")
+    wall = _num(df, "wall_s")
+    if gpu is None or wall is None:
+        return None
+    return float(wall.fillna(0).sum()) * float(gpu) / 3600
+
+
+def _examples_check(df: pd.DataFrame) -> str:
+    seen = _num(df, "examples_seen")
+    if seen is None:
+        return f"Examples seen per trial: {NOT_MEASURED}."
+    done = seen[_finished(df).index].dropna()
+    others = len(seen) - len(done)
+    rest = (
+        f" ({others} unfinished trial(s) stopped at {_range(seen.drop(done.index))})"
+        if others
+        else ""
+    )
+    if done.empty:
+        return f"Examples seen: no finished trial{rest}."
+    if done.nunique() == 1:
+        n, value = len(done), _fmt(done.iloc[0])
+        return f"Compute-matched: all {n} finished trials saw {value} examples{rest}."
+    return f"FLAG: finished trials saw unequal numbers of examples ({_range(done)}){rest}."
+
+
+def source_return(df: pd.DataFrame, attrs: dict) -> str:
+    return (
+        f"{NOT_MEASURED}: the record holds no example pairs showing why positives and "
+        "negatives were judged valid."
+    )
+
+
+_SECTION_BUILDERS = (
+    receiver_job, positive_relation, negative_relation, augmentations, similarity, temperature,
+    effective_candidates, representation_layer, geometry, transfer, shift_tests, subgroups, cost,
+    source_return,
+)  # fmt: skip
+
+
+# -------------------------------------------------------------------------------- gate rules
+Verdict = tuple[str, str]
+
+
+def _gate_worked_example(df: pd.DataFrame, attrs: dict) -> Verdict:
+    result = (attrs.get("checks") or {}).get("info_nce_worked_example")
+    if result is None:
+        return NOT_MEASURED, "attrs['checks'] has no info_nce_worked_example result"
+    if str(result) == "pass":
+        return "pass", "info_nce_worked_example self-check passed when the study started"
+    return "fail", f"info_nce_worked_example: {result}"
+
+
+def _gate_candidates(df: pd.DataFrame, attrs: dict) -> Verdict:
+    cands = _candidates(df)
+    if cands is None or df.empty:
+        return NOT_MEASURED, "neither loss/candidates nor derived.negatives_per_anchor is recorded"
+    known = int(cands.notna().sum())
+    per_batch = "; ".join(f"B={r[0]}: {r[1]}" for r in candidate_table(df).rows)
+    where = "local batch only, no cross-device gather recorded"
+    if known == len(df):
+        return (
+            "pass",
+            f"candidates per anchor recorded for {known}/{len(df)} trials ({per_batch}; {where})",
+        )
+    return "fail", f"candidates per anchor recorded for only {known}/{len(df)} trials"
+
+
+def _gate_temperature(df: pd.DataFrame, attrs: dict) -> Verdict:
+    if "objective" not in df.columns or df.empty:
+        return NOT_MEASURED, "objective not recorded"
+    nce = _is_infonce(df)
+    missing = []
+    if nce.any():
+        t = _num(df, "temperature")
+        missing += [] if t is not None and t[nce].notna().all() else ["temperature"]
+    if (~nce).any():
+        for col in ("uniform_t", "lam_t"):
+            v = _num(df, col)
+            missing += [] if v is not None and v[~nce].notna().all() else [col]
+    if missing:
+        return "fail", f"{', '.join(missing)} missing for some trials"
+    scales = [f"τ = {_listing(df[nce], 'temperature')}" if nce.any() else ""]
+    if (~nce).any():
+        scales.append(
+            f"uniform_t = {_listing(df[~nce], 'uniform_t')}, lam_t = {_listing(df[~nce], 'lam_t')}"
+        )
+    return "pass", "cosine similarity on unit z, with " + "; ".join(s for s in scales if s)
+
+
+def _gate_classified(df: pd.DataFrame, attrs: dict) -> Verdict:
+    if "augmentation" not in df.columns:
+        return NOT_MEASURED, "augmentation not recorded"
+    used = _components(df)
+    unknown = [c for c in used if c not in AUGMENTATION_INFO]
+    if unknown:
+        return "fail", f"unclassified component(s): {', '.join(unknown)}"
+    return (
+        "pass",
+        f"every component used ({', '.join(used) or 'none'}) has a preserve/destroy entry",
+    )
+
+
+def _gate_false_negatives(df: pd.DataFrame, attrs: dict) -> Verdict:
+    done = _finished(df)
+    fnr = _num(done, "sim/false_negative_rate")
+    if fnr is None or done.empty:
+        return NOT_MEASURED, "no finished trial with sim/false_negative_rate"
+    if fnr.notna().all():
+        return (
+            "pass",
+            f"held-out false-negative rate in all {len(done)} finished trials: {_range(fnr)}",
+        )
+    return "fail", f"sim/false_negative_rate missing in {int(fnr.isna().sum())} finished trial(s)"
+
+
+def _gate_mining(df: pd.DataFrame, attrs: dict) -> Verdict:
+    return NOT_MEASURED, "no hard-negative mining in this study"
+
+
+def _gate_spaces(df: pd.DataFrame, attrs: dict) -> Verdict:
+    done = _finished(df)
+    have = {}
+    for space in ("h", "z"):
+        cols = [_num(done, p) for p in PROBES if p.endswith(f"_{space}") and p in done.columns]
+        have[space] = bool(cols) and any(c.notna().all() for c in cols) and not done.empty
+    if all(have.values()):
+        return "pass", f"kNN/linear probes recorded on both h and z for {len(done)} finished trials"
+    if not any(c in done.columns for c in PROBES) or done.empty:
+        return NOT_MEASURED, "no probe results on finished trials"
+    return "fail", f"probes missing for {', '.join(s for s, ok in have.items() if not ok)}"
+
+
+def _gate_conditional(df: pd.DataFrame, attrs: dict) -> Verdict:
+    return NOT_MEASURED, "only global averages of alignment and uniformity are recorded"
+
+
+def _gate_multi_positive(df: pd.DataFrame, attrs: dict) -> Verdict:
+    grouped = _grouped(df)
+    policy = df["group_policy"] if "group_policy" in df.columns else pd.Series(None, index=df.index)
+    au = df["objective"] == "align_uniform" if "objective" in df.columns else False
+    forced = grouped & ((policy == "negative") | au)
+    if forced.any():
+        return "fail", (
+            f"{int(forced.sum())} trial(s) with grouped data (toy_photos_per_item > 1) treat group "
+            "mates as negatives (group_policy negative, or align_uniform, which ignores groups)"
+        )
+    if "toy_photos_per_item" not in df.columns:
+        return NOT_MEASURED, "toy_photos_per_item not recorded"
+    if "imagefolder" in _distinct(df, "dataset") and (policy == "negative").any():
+        return (
+            NOT_MEASURED,
+            "imagefolder trials with group_policy negative; groups.csv use not recorded",
+        )
+    if grouped.any():
+        return "pass", f"grouped trials use group_policy {_listing(df[grouped], 'group_policy')}"
+    return (
+        "pass",
+        "no multi-positive data: one photo per source in every trial "
+        "(toy_photos_per_item = 1 or non-toy data)",
+    )
+
+
+def _gate_cross_modal(df: pd.DataFrame, attrs: dict) -> Verdict:
+    return (
+        NOT_MEASURED,
+        "no cross-modal or temporal pairs: positives are two augmented views of one source",
+    )
+
+
+def _gate_reproducibility(df: pd.DataFrame, attrs: dict) -> Verdict:
+    cols = ("batch_size", "group_policy", "seed", "data_seed")
+    absent = [c for c in cols if c not in df.columns]
+    if absent or df.empty:
+        return NOT_MEASURED, f"not recorded: {', '.join(absent) or 'no trials'}"
+    gaps = [c for c in cols if df[c].isna().any()]
+    if gaps:
+        return "fail", f"missing for some trials: {', '.join(gaps)}"
+    return "pass", (
+        f"batch_size, group_policy, seed and data_seed recorded for {len(df)}/{len(df)} trials; "
+        "negatives from the local batch only (no distributed gather recorded)"
+    )
+
+
+def _gate_invariance_claim(df: pd.DataFrame, attrs: dict) -> Verdict:
+    validated = (
+        ", ".join(
+            f"{a} at s = {_listing(g, 'aug_strength')}" for a, g in df.groupby("augmentation")
+        )
+        if "augmentation" in df.columns
+        else "not recorded"
+    )
+    return (
+        NOT_MEASURED,
+        f"no public invariance claim is recorded; trained with: {validated or 'none'}",
+    )
+
+
+_GATE_RULES: tuple[Callable[[pd.DataFrame, dict], Verdict], ...] = (
+    _gate_worked_example, _gate_candidates, _gate_temperature, _gate_classified,
+    _gate_false_negatives, _gate_mining, _gate_spaces, _gate_conditional, _gate_multi_positive,
+    _gate_cross_modal, _gate_reproducibility, _gate_invariance_claim,
+)  # fmt: skip

@@ -1,0 +1,416 @@
+"""Second-order response surfaces in coded factors (seed 003 §AX), fitted with statsmodels.
+
+``fit_response_surface(df, response)`` codes every numeric factor to [-1, 1] on its design scale
+(log for log-scale factors: log τ, log B) and every categorical factor as sum-to-zero contrasts,
+then fits by OLS
+
+    y = b0 + Σ b_i x_i + Σ b_ii x_i² + Σ_{i<j} b_ij x_i x_j (+ categorical main effects and their
+        two-factor interactions)
+
+A quadratic term is only included for a numeric factor with at least three distinct levels;
+every term left out is named in ``notes``. A design that cannot support the model (a singular
+design matrix, or no residual degrees of freedom) raises :class:`UnsupportedDesignError` naming the
+terms; nothing is fitted silently.
+
+The result is a frozen :class:`ResponseSurface`: ANOVA table, coefficients with confidence
+intervals, R², adjusted R², PRESS and predicted R², the lack-of-fit test when replicated points
+give pure error, the stationary point and its kind, and the predicted optimum inside the design
+region (the box spanned by the observed levels) with its confidence interval.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import statsmodels.api as sm
+import statsmodels.formula.api as smf
+from scipy import optimize, stats
+
+Goal = Literal["max", "min"]
+
+
+class UnsupportedDesignError(ValueError):
+    """The design cannot estimate the requested model."""
+
+
+@dataclass(frozen=True)
+class FactorCoding:
+    """How one factor enters the model: numeric (coded to [-1, 1] on its scale) or categorical."""
+
+    name: str
+    kind: Literal["numeric", "categorical"]
+    scale: Literal["linear", "log"] = "linear"
+    low: float | None = None
+    high: float | None = None
+    levels: tuple = ()
+    integer: bool = False
+
+    def _t(self, values):
+        values = np.asarray(values, dtype=float)
+        return np.log(values) if self.scale == "log" else values
+
+    def code(self, values) -> np.ndarray:
+        lo, hi = self._t(self.low), self._t(self.high)
+        if hi == lo:
+            return np.zeros_like(self._t(values))
+        return (self._t(values) - (hi + lo) / 2) / ((hi - lo) / 2)
+
+    def decode(self, coded) -> np.ndarray:
+        lo, hi = self._t(self.low), self._t(self.high)
+        natural = (hi + lo) / 2 + np.asarray(coded, dtype=float) * (hi - lo) / 2
+        return np.exp(natural) if self.scale == "log" else natural
+
+
+@dataclass(frozen=True)
+class ResponseSurface:
+    """A fitted second-order model of one response. Build with :func:`fit_response_surface`."""
+
+    response: str
+    goal: Goal
+    factors: tuple[str, ...]
+    coding: dict[str, FactorCoding]
+    formula: str
+    n: int
+    terms: tuple[str, ...]
+    anova: pd.DataFrame
+    coefficients: pd.DataFrame
+    r2: float
+    adj_r2: float
+    press: float
+    pred_r2: float
+    lack_of_fit_p: float | None
+    lack_of_fit: dict[str, float] | None
+    stationary_point: dict[str, float] | None
+    stationary_kind: str | None
+    optimum: dict[str, Any]
+    optimum_coded: dict[str, float]
+    predicted: float
+    interval: tuple[float, float]
+    notes: tuple[str, ...]
+    data: pd.DataFrame = field(repr=False)
+    _fit: Any = field(repr=False, compare=False)
+
+    def predict(self, frame: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+        """Mean response and its confidence interval at natural-unit factor values.
+
+        Args:
+            frame: one column per factor (natural units: τ, not log τ).
+
+        Returns:
+            DataFrame with columns ``mean``, ``lower``, ``upper`` (one row per input row).
+        """
+        summary = self._fit.get_prediction(_coded_frame(frame, self.coding)).summary_frame(alpha)
+        out = summary[["mean", "mean_ci_lower", "mean_ci_upper"]].copy()
+        out.columns = ["mean", "lower", "upper"]
+        return out.reset_index(drop=True)
+
+    def to_json(self) -> dict[str, Any]:
+        def plain(v):
+            if isinstance(v, np.generic):
+                v = v.item()
+            return None if isinstance(v, float) and not math.isfinite(v) else v
+
+        return {
+            "response": self.response,
+            "goal": self.goal,
+            "n": self.n,
+            "terms": list(self.terms),
+            "r2": plain(self.r2),
+            "adj_r2": plain(self.adj_r2),
+            "press": plain(self.press),
+            "pred_r2": plain(self.pred_r2),
+            "lack_of_fit_p": plain(self.lack_of_fit_p),
+            "stationary_kind": self.stationary_kind,
+            "stationary_point": None
+            if self.stationary_point is None
+            else {k: plain(v) for k, v in self.stationary_point.items()},
+            "optimum": {k: plain(v) for k, v in self.optimum.items()},
+            "predicted": plain(self.predicted),
+            "interval": [plain(self.interval[0]), plain(self.interval[1])],
+            "notes": list(self.notes),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# coding
+# ---------------------------------------------------------------------------------------------
+def _is_numeric(series: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+def code_factors(
+    df: pd.DataFrame, factors: list[str], scales: dict[str, str] | None = None
+) -> dict[str, FactorCoding]:
+    """Codings of the factors from the observed levels; ``scales`` (name -> linear | log) from
+    the study file, else log for positive numeric factors spanning at least 4×."""
+    scales = scales or {}
+    codings = {}
+    for name in factors:
+        values = df[name].dropna()
+        if _is_numeric(values):
+            lo, hi = float(values.min()), float(values.max())
+            scale = scales.get(name) or ("log" if lo > 0 and hi / lo >= 4 else "linear")
+            integer = bool(np.all(np.equal(np.mod(values, 1), 0)))
+            levels = tuple(sorted(values.unique()))
+            codings[name] = FactorCoding(name, "numeric", scale, lo, hi, levels, integer)
+        else:
+            codings[name] = FactorCoding(name, "categorical", levels=tuple(sorted(values.unique())))
+    return codings
+
+
+def _coded_frame(df: pd.DataFrame, coding: dict[str, FactorCoding]) -> pd.DataFrame:
+    out = pd.DataFrame(index=df.index)
+    for name, c in coding.items():
+        out[name] = c.code(df[name]) if c.kind == "numeric" else df[name].astype(str)
+    return out
+
+
+def _terms(coding: dict[str, FactorCoding], quadratic: bool, interactions: bool):
+    """(formula terms, notes) of the second-order model these factors support."""
+    notes = []
+
+    def linear(name: str) -> str:
+        return name if coding[name].kind == "numeric" else f"C({name}, Sum)"
+
+    terms = [linear(n) for n in coding]
+    for name, c in coding.items():
+        if c.kind != "numeric" or not quadratic:
+            continue
+        if len(c.levels) >= 3:
+            terms.append(f"I({name} ** 2)")
+        else:
+            notes.append(f"no quadratic term for {name}: it has {len(c.levels)} levels")
+    if interactions:
+        for a, b in itertools.combinations(coding, 2):
+            terms.append(f"{linear(a)}:{linear(b)}")
+    return terms, notes
+
+
+# ---------------------------------------------------------------------------------------------
+# fitting
+# ---------------------------------------------------------------------------------------------
+def default_goal(response: str) -> Goal:
+    """Alignment, uniformity and losses are minimised; accuracies and ranks maximised."""
+    return "min" if response.rsplit("/", 1)[-1] in ("align", "uniform", "loss") else "max"
+
+
+def fit_response_surface(
+    df: pd.DataFrame,
+    response: str,
+    factors: list[str] | None = None,
+    *,
+    goal: Goal | None = None,
+    scales: dict[str, str] | None = None,
+    quadratic: bool = True,
+    interactions: bool = True,
+    alpha: float = 0.05,
+) -> ResponseSurface:
+    """Fit the second-order model of ``response`` on the study's factors (see module docstring).
+
+    Args:
+        df: one row per trial (``analysis.load_study`` / ``read_results``); failed trials and rows
+            with a missing response are dropped and counted in ``notes``.
+        factors: default ``df.attrs["factors"]``; factors with one level are dropped (noted).
+        goal: "max" or "min" for the optimum; default by metric name (:func:`default_goal`).
+        scales: name -> "linear" | "log"; default ``df.attrs["scales"]``, then a 4× rule.
+    """
+    factors = list(factors or df.attrs.get("factors") or [])
+    if not factors:
+        raise UnsupportedDesignError("no factors: pass factors= or a frame whose attrs name them")
+    if response not in df:
+        raise UnsupportedDesignError(f"response {response!r} is not a column of the results")
+    goal = goal or default_goal(response)
+    notes: list[str] = []
+    data = df[[*factors, response] + (["status"] if "status" in df else [])].copy()
+    if "status" in data:
+        dropped = int((data["status"] != "finished").sum())
+        data = data[data["status"] == "finished"]
+        if dropped:
+            notes.append(f"{dropped} trials not finished were left out")
+    missing = int(data[response].isna().sum())
+    data = data.dropna(subset=[response])
+    if missing:
+        notes.append(f"{missing} trials without {response} were left out")
+    constant = [f for f in factors if data[f].nunique() < 2]
+    if constant:
+        notes.append(f"factors with one level left out: {', '.join(constant)}")
+        factors = [f for f in factors if f not in constant]
+    if not factors:
+        raise UnsupportedDesignError("every factor has a single level: nothing to model")
+    coding = code_factors(data, factors, scales or df.attrs.get("scales"))
+    terms, term_notes = _terms(coding, quadratic, interactions)
+    notes += term_notes
+    coded = _coded_frame(data, coding)
+    coded["y"] = data[response].astype(float).to_numpy()
+    formula = "y ~ " + " + ".join(terms)
+    model = smf.ols(formula, data=coded)
+    _check_estimable(model, terms, len(coded))
+    fit = model.fit()
+    return _result(df, data, response, goal, tuple(factors), coding, formula, terms, fit, coded,
+                   notes, alpha)  # fmt: skip
+
+
+def _check_estimable(model, terms: list[str], n: int) -> None:
+    exog = model.exog
+    rank = np.linalg.matrix_rank(exog)
+    if rank < exog.shape[1]:
+        raise UnsupportedDesignError(
+            f"the design cannot support the model: {exog.shape[1]} coefficients but the design "
+            f"matrix has rank {rank} (aliased terms among {', '.join(terms)}); fit fewer terms "
+            "(quadratic=False or interactions=False) or add design points"
+        )
+    if n - exog.shape[1] < 1:
+        raise UnsupportedDesignError(
+            f"the design cannot support the model: {n} trials for {exog.shape[1]} coefficients "
+            "leaves no residual degrees of freedom; add replicates or fit fewer terms"
+        )
+
+
+def _press(fit) -> float:
+    leverage = fit.get_influence().hat_matrix_diag
+    if np.any(leverage >= 1 - 1e-10):
+        return math.inf
+    return float(np.sum((fit.resid / (1 - leverage)) ** 2))
+
+
+def _lack_of_fit(fit, coded: pd.DataFrame, factors: tuple[str, ...]) -> dict[str, float] | None:
+    """Pure error from replicated points against the residual: the classic LOF F test."""
+    groups = coded.groupby(list(factors), sort=False)["y"]
+    pure_ss = float(groups.apply(lambda g: ((g - g.mean()) ** 2).sum()).sum())
+    n_points = groups.ngroups
+    df_pure = len(coded) - n_points
+    df_lof = n_points - len(fit.params)
+    if df_pure < 1 or df_lof < 1:
+        return None
+    lof_ss = float(fit.ssr) - pure_ss
+    f_value = (lof_ss / df_lof) / (pure_ss / df_pure) if pure_ss > 0 else math.inf
+    p_value = float(stats.f.sf(f_value, df_lof, df_pure)) if math.isfinite(f_value) else 0.0
+    return {"ss_lack_of_fit": lof_ss, "df_lack_of_fit": df_lof, "ss_pure_error": pure_ss,
+            "df_pure_error": df_pure, "f": f_value, "p": p_value}  # fmt: skip
+
+
+def _design_rows(coding: dict[str, FactorCoding], coded_numeric: dict[str, float], combo: dict):
+    row = {}
+    for name, c in coding.items():
+        row[name] = c.decode(coded_numeric[name]).item() if c.kind == "numeric" else combo[name]
+    return row
+
+
+def _optimum(fit, coding, goal: Goal):
+    """Best predicted point in the box of observed levels, over every categorical combination:
+    a grid over the coded box predicted in one call, then L-BFGS-B from the best grid point."""
+    numeric = [n for n, c in coding.items() if c.kind == "numeric"]
+    categorical = [n for n, c in coding.items() if c.kind == "categorical"]
+    sign = -1.0 if goal == "max" else 1.0
+    per_axis = max(3, round(4000 ** (1 / max(1, len(numeric)))))
+    axis = np.linspace(-1, 1, min(41, per_axis))
+    grid = (
+        np.array(list(itertools.product(*[axis] * len(numeric)))) if numeric else np.zeros((1, 0))
+    )
+    best = None
+    for combo_values in itertools.product(*[coding[n].levels for n in categorical]):
+        combo = {k: str(v) for k, v in zip(categorical, combo_values, strict=True)}
+
+        def frame(points: np.ndarray, combo=combo) -> pd.DataFrame:
+            out = pd.DataFrame(points, columns=numeric)
+            for k, v in combo.items():
+                out[k] = v
+            return out
+
+        values = sign * fit.predict(frame(grid)).to_numpy()
+        start = grid[int(np.argmin(values))]
+        x, value = start, float(values.min())
+        if numeric:
+            res = optimize.minimize(
+                lambda p: sign * float(fit.predict(frame(p[None, :])).iloc[0]), start,
+                bounds=[(-1, 1)] * len(numeric), method="L-BFGS-B",
+            )  # fmt: skip
+            if res.fun < value:
+                x, value = res.x, float(res.fun)
+        if best is None or value < best[0] - 1e-12:
+            raw = dict(zip(categorical, combo_values, strict=True))
+            best = (value, dict(zip(numeric, map(float, x), strict=True)), raw)
+    return best[1], best[2]
+
+
+def _stationary(fit, coding, combo) -> tuple[dict[str, float] | None, str | None, str | None]:
+    """x_s = -½ B⁻¹ b of the numeric part at the optimum's categorical levels, and its kind."""
+    numeric = [n for n, c in coding.items() if c.kind == "numeric"]
+    if not numeric:
+        return None, None, "no stationary point: no numeric factor"
+    flat = [n for n in numeric if f"I({n} ** 2)" not in fit.params.index]
+    if flat:
+        return None, None, f"no stationary point: no curvature estimated for {', '.join(flat)}"
+    base = {k: str(v) for k, v in combo.items()}
+
+    def predict(x):
+        return float(
+            fit.predict(pd.DataFrame([{**dict(zip(numeric, x, strict=True)), **base}])).iloc[0]
+        )
+
+    # b and B by exact finite differences of the (quadratic) prediction surface
+    k = len(numeric)
+    zero = np.zeros(k)
+    f0 = predict(zero)
+    b = np.array([(predict(np.eye(k)[i]) - predict(-np.eye(k)[i])) / 2 for i in range(k)])
+    hessian = np.zeros((k, k))
+    for i in range(k):
+        e_i = np.eye(k)[i]
+        hessian[i, i] = predict(e_i) + predict(-e_i) - 2 * f0
+        for j in range(i + 1, k):
+            e_j = np.eye(k)[j]
+            value = (predict(e_i + e_j) - predict(e_i - e_j) - predict(-e_i + e_j)
+                     + predict(-e_i - e_j)) / 4  # fmt: skip
+            hessian[i, j] = hessian[j, i] = value
+    try:
+        x_s = np.linalg.solve(hessian, -b)
+    except np.linalg.LinAlgError:
+        return None, None, "no stationary point: the quadratic part is singular"
+    eig = np.linalg.eigvalsh(hessian)
+    kind = "maximum" if np.all(eig < 0) else "minimum" if np.all(eig > 0) else "saddle"
+    point = {n: float(coding[n].decode(x_s[i])) for i, n in enumerate(numeric)}
+    note = None
+    if np.any(np.abs(x_s) > 1):
+        note = "the stationary point lies outside the design region"
+    return point, kind, note
+
+
+def _result(df, data, response, goal, factors, coding, formula, terms, fit, coded, notes, alpha):
+    coefficients = pd.DataFrame({
+        "estimate": fit.params, "std_err": fit.bse,
+        "ci_low": fit.conf_int(alpha)[0], "ci_high": fit.conf_int(alpha)[1], "p": fit.pvalues,
+    })  # fmt: skip
+    try:
+        anova = sm.stats.anova_lm(fit, typ=2)
+    except (ValueError, np.linalg.LinAlgError):
+        anova = sm.stats.anova_lm(fit, typ=1)
+    press = _press(fit)
+    sst = float(((coded["y"] - coded["y"].mean()) ** 2).sum())
+    lof = _lack_of_fit(fit, coded, factors)
+    if lof is None:
+        notes.append("no lack-of-fit test: no replicated points or no spare degrees of freedom")
+    coded_best, combo = _optimum(fit, coding, goal)
+    optimum = _design_rows(coding, coded_best, combo)
+    for name, c in coding.items():
+        if c.kind == "numeric" and c.integer:
+            optimum[name] = round(optimum[name])
+    stationary, kind, note = _stationary(fit, coding, combo)
+    if note:
+        notes.append(note)
+    summary = fit.get_prediction(_coded_frame(pd.DataFrame([optimum]), coding)).summary_frame(alpha)
+    return ResponseSurface(
+        response=response, goal=goal, factors=factors, coding=coding, formula=formula,
+        n=int(fit.nobs), terms=tuple(terms), anova=anova, coefficients=coefficients,
+        r2=float(fit.rsquared), adj_r2=float(fit.rsquared_adj), press=press,
+        pred_r2=1 - press / sst if sst > 0 and math.isfinite(press) else math.nan,
+        lack_of_fit_p=None if lof is None else lof["p"], lack_of_fit=lof,
+        stationary_point=stationary, stationary_kind=kind, optimum=optimum,
+        optimum_coded=coded_best, predicted=float(summary["mean"].iloc[0]),
+        interval=(float(summary["mean_ci_lower"].iloc[0]), float(summary["mean_ci_upper"].iloc[0])),
+        notes=tuple(notes), data=data.reset_index(drop=True), _fit=fit,
+    )  # fmt: skip

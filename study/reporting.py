@@ -1,0 +1,52 @@
+"""``study report``: the analysis report of a study, written and attached to its parent run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from analysis.load import load_history, read_results, results_frame
+from analysis.report import analyse, write_report
+from study.export import results_table
+from study.record import StudyRecord
+
+HISTORY_METRICS = ("z/align", "z/uniform", "probe/knn_top1_h")
+
+
+def make_report(
+    record: StudyRecord | None,
+    results: str | Path | None,
+    out: str | Path | None,
+    *,
+    tracking_uri: str,
+) -> tuple[dict[str, Any], Path]:
+    """Analyse a study from its record (or a results Parquet) and write the report.
+
+    When the tracking store holds the study, the report folder is attached to its parent run
+    under ``report/``. Returns (the JSON summary, the folder).
+    """
+    if record is not None:
+        df = results_frame(results_table(record))
+        history = load_history(record.study, tracking_uri, HISTORY_METRICS)
+    else:
+        df = read_results(results)
+        history = None
+        record = _record_if_present(df.attrs.get("study", ""), tracking_uri)
+    study = df.attrs.get("study") or "study"
+    folder = Path(out) if out else Path("studies") / study / "report"
+    analysis = analyse(df)
+    write_report(analysis, folder, history)
+    if record is not None and record.parent() is not None:
+        record.client.log_artifacts(record.parent().info.run_id, str(folder), "report")
+    return analysis.to_json(), folder
+
+
+def _record_if_present(study: str, uri: str) -> StudyRecord | None:
+    from mlflow.tracking import MlflowClient
+
+    try:
+        if study and MlflowClient(uri).get_experiment_by_name(study) is not None:
+            return StudyRecord(uri, study)
+    except Exception:  # a results file read with no reachable store is fine
+        return None
+    return None

@@ -1,0 +1,122 @@
+"""The default study on a fresh folder, run once through the real CLI; then everything that
+reads its output: status, export, the report, and the notebook executed with nbclient."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pyarrow.parquet as pq
+import pytest
+from conftest import kill_processes_mentioning
+from mlflow.tracking import MlflowClient
+from nbclient import NotebookClient
+from studykit import child_runs, parent_runs
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = str(Path(sys.executable).with_name("study"))
+NAME = "default-digits"
+
+
+@pytest.fixture(scope="module")
+def default_study(tmp_path_factory):
+    """`study run` with no arguments in an empty folder; (folder, stdout, seconds)."""
+    folder = tmp_path_factory.mktemp("fresh")
+    ray_tmp = tempfile.mkdtemp(prefix="rd", dir="/tmp")
+    env = os.environ | {"RAY_TMPDIR": ray_tmp}
+    t0 = time.monotonic()
+    done = subprocess.run([STUDY, "run"], cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    elapsed = time.monotonic() - t0
+    kill_processes_mentioning(ray_tmp)
+    shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder, done.stdout, elapsed
+
+
+def uri(folder: Path) -> str:
+    return f"sqlite:///{folder / 'mlflow.db'}"
+
+
+@pytest.mark.slow
+def test_default_study_finishes_within_five_minutes_and_records_every_trial(default_study):
+    folder, stdout, elapsed = default_study
+    assert elapsed < 300
+    assert "mlflow ui --backend-store-uri sqlite:///" in stdout
+    assert len(parent_runs(uri(folder), NAME)) == 1
+    children = child_runs(uri(folder), NAME)
+    assert len(children) == 8 and {r.info.status for r in children} == {"FINISHED"}
+    frame = pq.read_table(folder / "studies" / NAME / "results.parquet").to_pandas()
+    assert len(frame) == 8 and set(frame["examples_seen"]) == {30720}
+
+
+@pytest.mark.slow
+def test_status_and_export(default_study, tmp_path):
+    folder, _, _ = default_study
+    out = tmp_path / "again.parquet"
+    done = subprocess.run([STUDY, "export", NAME, "--out", str(out)], cwd=folder,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0 and pq.read_table(out).num_rows == 8
+    status = subprocess.run([STUDY, "status", NAME], cwd=folder, capture_output=True, text=True)
+    assert "8 trials {'FINISHED': 8}" in status.stdout
+
+
+@pytest.mark.slow
+def test_study_run_wrote_the_report_and_attached_it(default_study):
+    folder, stdout, _ = default_study
+    report = folder / "studies" / NAME / "report"
+    assert "report: " in stdout and (report / "report.html").is_file()
+    html = (report / "report.html").read_text()
+    assert "data:image/png;base64," in html and "Release gate" in html
+    for name in ("plane_z", "plane_h", "trajectories_z", "main_effects", "interactions"):
+        assert (report / "figures" / f"{name}.png").stat().st_size > 0
+        assert (report / "figures" / f"{name}.svg").stat().st_size > 0
+    parent = parent_runs(uri(folder), NAME)[0]
+    attached = {a.path for a in MlflowClient(uri(folder)).list_artifacts(parent.info.run_id,
+                                                                          "report")}  # fmt: skip
+    assert {"report/report.html", "report/evidence.md", "report/evidence.json"} <= attached
+
+
+@pytest.mark.slow
+def test_report_json_from_mlflow_and_from_parquet_agree(default_study, tmp_path):
+    folder, _, _ = default_study
+    by_name = subprocess.run([STUDY, "report", NAME, "--out", str(tmp_path / "a"), "--json"],
+                             cwd=folder, capture_output=True, text=True)  # fmt: skip
+    results = folder / "studies" / NAME / "results.parquet"
+    by_file = subprocess.run([STUDY, "report", "--results", str(results), "--out",
+                              str(tmp_path / "b"), "--json"], cwd=folder, capture_output=True,
+                             text=True)  # fmt: skip
+    assert by_name.returncode == 0, by_name.stderr[-2000:]
+    assert by_file.returncode == 0, by_file.stderr[-2000:]
+    a, b = json.loads(by_name.stdout), json.loads(by_file.stdout)
+    assert a["study"] == NAME and a["n_trials"] == 8
+    assert a["responses"].keys() == b["responses"].keys()
+    knn = a["responses"]["probe/knn_top1_h"]
+    assert set(knn) >= {"r2", "adj_r2", "lack_of_fit_p", "stationary_kind", "optimum",
+                        "predicted", "interval"}  # fmt: skip
+    assert knn["r2"] == pytest.approx(b["responses"]["probe/knn_top1_h"]["r2"])
+    assert set(knn["optimum"]) == {"temperature", "batch_size"}
+    assert a["frontier"] == b["frontier"] and a["frontier"]
+
+
+@pytest.mark.slow
+def test_notebook_executes_on_the_default_study(default_study, monkeypatch):
+    folder, _, _ = default_study
+    monkeypatch.setenv("STUDY", NAME)
+    monkeypatch.setenv("TRACKING_URI", uri(folder))
+    notebook = nbformat.read(ROOT / "analysis" / "notebooks" / "explore_study.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(folder)}}).execute()  # fmt: skip
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) >= 4
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "default-digits 8 trials" in text

@@ -1,0 +1,246 @@
+"""The evidence card and release gate, on small hand-built results frames (no files read)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from analysis.evidence import (
+    AUGMENTATION_INFO,
+    GATE_ITEMS,
+    SECTION_TITLES,
+    EvidenceCard,
+    GateItem,
+    Table,
+    candidate_table,
+    evidence_card,
+    gpu_hours,
+    release_gate,
+    temperature_table,
+)
+from trainables.augment import COMPONENTS
+
+NAN = math.nan
+# point, replicate, temperature, batch_size, knn h, knn z, linear h, linear z, fnr, wall_s
+TRIALS = (
+    ("p000", 0, 0.1, 64, 0.90, 0.80, 0.95, 0.85, 0.70, 3600.0),
+    ("p001", 0, 0.1, 256, 0.92, 0.82, 0.96, 0.86, 0.75, 1800.0),
+    ("p002", 0, 0.5, 64, 0.88, 0.78, 0.94, 0.84, 0.80, 5400.0),
+    ("p003", 0, 0.5, 256, 0.86, 0.76, 0.93, 0.83, 0.85, 3600.0),
+)
+
+
+def row(point, rep, tau, batch, knn_h, knn_z, lin_h, lin_z, fnr, wall) -> dict:
+    return {
+        "study": "unit", "point_id": point, "replicate": rep, "status": "finished",
+        "temperature": tau, "batch_size": batch, "dataset": "digits", "data_seed": 0,
+        "toy_photos_per_item": 1, "toy_noise": 0.35, "encoder": "small_cnn", "feature_dim": 128,
+        "projection": "mlp", "projection_dim": 64, "objective": "info_nce", "lam_t": NAN,
+        "uniform_t": 2.0, "align_alpha": 2.0, "group_policy": "negative",
+        "budget_examples": 30720, "augmentation": "crop+noise+erase", "aug_strength": 0.6,
+        "knn_k": 20, "knn_temperature": 0.07, "linear_probe": True, "linear_probe_iters": 50,
+        "seed": rep, "precision": "fp32", "derived.steps": 30720 // batch,
+        "derived.negatives_per_anchor": 2 * batch - 2, "derived.lam": NAN,
+        "loss/candidates": float(2 * batch - 2), "sim/false_negative_rate": fnr,
+        "sim/hardest_neg_share": 0.1 if tau == 0.1 else 0.01, "sim/pos_mean": 0.8,
+        "sim/neg_mean": 0.0, "sim/neg_q99": 0.7, "h/align": 0.07, "h/uniform": -0.7,
+        "h/effective_rank": 27.0, "h/dim_std_min": 0.02, "h/dim_std_mean": 0.04,
+        "z/align": 0.3, "z/uniform": -3.1, "z/effective_rank": 30.0, "z/dim_std_min": 0.08,
+        "z/dim_std_mean": 0.12, "probe/knn_top1_h": knn_h, "probe/knn_top1_z": knn_z,
+        "probe/linear_top1_h": lin_h, "probe/linear_top1_z": lin_z, "wall_s": wall,
+        "examples_seen": 30720.0, "steps": float(30720 // batch),
+    }  # fmt: skip
+
+
+def frame(trials=TRIALS, *, checks=None, resources=None, **columns) -> pd.DataFrame:
+    """The literal study above; ``columns`` overwrite whole columns (a list sets per row)."""
+    df = pd.DataFrame([row(*t) for t in trials])
+    for name, value in columns.items():
+        df[name] = value
+    df.attrs = {
+        "study": "unit", "factors": ["temperature", "batch_size"], "spec_sha": "abc",
+        "design": "full_factorial", "resources": {"cpu": 1.0, "gpu": 0.5} if resources is None
+        else resources, "checks": {"info_nce_worked_example": "pass"} if checks is None
+        else checks,
+    }  # fmt: skip
+    return df
+
+
+def gate(df: pd.DataFrame, number: int) -> GateItem:
+    item = release_gate(df)[number - 1]
+    assert item.number == number and item.text == GATE_ITEMS[number - 1]
+    return item
+
+
+def test_every_augmentation_component_is_classified():
+    assert set(AUGMENTATION_INFO) == set(COMPONENTS)
+    for name, info in AUGMENTATION_INFO.items():
+        assert info.preserves and info.destroys, name
+        assert isinstance(info.magnitude(1.0), str) and isinstance(info.magnitude(0.0), str)
+
+
+# ---- gate items, each both ways
+@pytest.mark.parametrize(
+    ("checks", "status"),
+    [
+        ({"info_nce_worked_example": "pass"}, "pass"),
+        ({"info_nce_worked_example": "fail: 2.31 != 2.30"}, "fail"),
+        ({}, "not measured"),
+    ],
+)
+def test_gate_1_worked_example(checks, status):
+    assert gate(frame(checks=checks), 1).status == status
+
+
+def test_gate_2_candidates():
+    assert gate(frame(), 2).status == "pass"
+    assert "B=64: 126" in gate(frame(), 2).evidence
+    # loss/candidates missing in one trial falls back to 2B - 2 as derived
+    assert gate(frame(**{"loss/candidates": [NAN, 510.0, 126.0, 510.0]}), 2).status == "pass"
+    gap = {"loss/candidates": [NAN, 510.0, 126.0, 510.0], "derived.negatives_per_anchor": NAN}
+    assert gate(frame(**gap), 2).status == "fail"
+    bare = frame().drop(columns=["loss/candidates", "derived.negatives_per_anchor"])
+    assert gate(bare, 2).status == "not measured"
+
+
+def test_gate_3_temperature_with_similarity():
+    assert gate(frame(), 3).status == "pass"
+    assert gate(frame(temperature=[0.1, NAN, 0.5, 0.5]), 3).status == "fail"
+    au = frame(objective="align_uniform", lam_t=2.0)
+    assert gate(au, 3).status == "pass" and "lam_t = 2" in gate(au, 3).evidence
+    assert gate(frame(objective="align_uniform"), 3).status == "fail"  # lam_t NaN
+    assert gate(frame().drop(columns=["objective"]), 3).status == "not measured"
+
+
+def test_gate_4_classified_transformations():
+    assert gate(frame(), 4).status == "pass"
+    item = gate(frame(augmentation=["crop+warp", "crop", "crop", "crop"]), 4)
+    assert item.status == "fail" and "warp" in item.evidence
+    assert gate(frame().drop(columns=["augmentation"]), 4).status == "not measured"
+
+
+def test_gate_5_false_negative_rate():
+    assert gate(frame(), 5).status == "pass"
+    assert gate(frame(**{"sim/false_negative_rate": [0.7, NAN, 0.8, 0.8]}), 5).status == "fail"
+    # a failed trial without metrics does not count against it
+    failed = frame(status=["finished", "failed", "finished", "finished"])
+    failed.loc[1, "sim/false_negative_rate"] = NAN
+    assert gate(failed, 5).status == "pass"
+    no_column = frame().drop(columns=["sim/false_negative_rate"])
+    assert gate(no_column, 5).status == "not measured"
+
+
+def test_gates_never_measured_here():
+    for number in (6, 8, 10, 12):
+        assert gate(frame(), number).status == "not measured"
+    assert gate(frame(), 6).evidence == "no hard-negative mining in this study"
+    assert "crop+noise+erase" in gate(frame(), 12).evidence
+
+
+def test_gate_7_both_spaces_probed():
+    assert gate(frame(), 7).status == "pass"
+    z_less = frame().drop(columns=["probe/knn_top1_z", "probe/linear_top1_z"])
+    assert gate(z_less, 7).status == "fail" and "z" in gate(z_less, 7).evidence
+    probe_less = z_less.drop(columns=["probe/knn_top1_h", "probe/linear_top1_h"])
+    assert gate(probe_less, 7).status == "not measured"
+
+
+def test_gate_9_multi_positive():
+    assert gate(frame(), 9).status == "pass"
+    grouped = {"dataset": "toy", "toy_photos_per_item": 4}
+    assert gate(frame(**grouped), 9).status == "fail"
+    assert gate(frame(**grouped, group_policy="positive"), 9).status == "pass"
+    assert gate(frame(**grouped, group_policy="mask"), 9).status == "pass"
+    # align_uniform ignores groups: group mates are pushed apart whatever the policy says
+    au = frame(**grouped, group_policy="positive", objective="align_uniform", lam_t=2.0)
+    assert gate(au, 9).status == "fail"
+    # photos per item only makes groups on the toy data
+    assert gate(frame(toy_photos_per_item=4), 9).status == "pass"
+    assert gate(frame().drop(columns=["toy_photos_per_item"]), 9).status == "not measured"
+
+
+def test_gate_11_reproducibility_record():
+    assert gate(frame(), 11).status == "pass"
+    assert gate(frame(seed=[0, None, 0, 0]), 11).status == "fail"
+    assert gate(frame().drop(columns=["data_seed"]), 11).status == "not measured"
+
+
+# ---- tables and numbers
+def test_candidate_table():
+    table = candidate_table(frame())
+    assert table.rows == (("64", "126", "126", "2"), ("256", "510", "510", "2"))
+    assert candidate_table(frame().drop(columns=["batch_size"])).rows == ()
+
+
+def test_temperature_table():
+    table = temperature_table(frame(), "probe/knn_top1_h")
+    assert table.columns == ("τ", "C = 126", "C = 510")
+    assert table.rows == (
+        ("0.1", "0.900 (n=1)", "0.920 (n=1)"),
+        ("0.5", "0.880 (n=1)", "0.860 (n=1)"),
+    )
+
+
+def test_cost_numbers():
+    df = frame()  # wall_s 3600 + 1800 + 5400 + 3600 = 14400 s at 0.5 GPU each
+    assert gpu_hours(df) == pytest.approx(2.0)
+    cost = evidence_card(df).sections["Cost"]
+    assert "GPU hours: 2 " in cost and "total 14400.0 s, mean 3600.0 s" in cost
+    assert "Compute-matched: all 4 finished trials saw 30720 examples" in cost
+    cpu = frame(resources={"cpu": 1.0, "gpu": 0.0})
+    assert gpu_hours(cpu) == 0.0 and "0 (CPU-only" in evidence_card(cpu).sections["Cost"]
+    assert gpu_hours(frame(resources={})) is None
+    assert "GPU hours: not measured" in evidence_card(frame(resources={})).sections["Cost"]
+    uneven = evidence_card(frame(examples_seen=[30720.0, 30720.0, 30000.0, 30720.0]))
+    assert "FLAG" in uneven.sections["Cost"]
+
+
+# ---- the card as a whole
+def test_markdown_has_every_section_and_gate_line():
+    md = evidence_card(frame()).to_markdown()
+    for title in SECTION_TITLES:
+        assert f"\n## {title}\n" in md
+    for number, text in enumerate(GATE_ITEMS, start=1):
+        assert f"| {number} | {text} | " in md
+    assert md.index("## Receiver job") < md.index("## Source return") < md.index("Release gate")
+
+
+def test_json_round_trip():
+    card = evidence_card(frame())
+    data = card.to_json()
+    assert json.loads(json.dumps(data, allow_nan=False)) == data
+    assert list(data["sections"]) == list(SECTION_TITLES)
+    assert data["study"] == "unit" and data["n_trials"] == 4 and len(data["gate"]) == 12
+    assert data["sections"]["Effective candidates"]["rows"][0] == ["64", "126", "126", "2"]
+
+
+def test_card_survives_failed_single_and_bare_frames():
+    failed = frame(status=["finished", "failed", "killed", "diverged"])
+    for col in ("probe/knn_top1_h", "wall_s", "loss/candidates", "z/align"):
+        failed.loc[1:, col] = NAN
+    single = frame(TRIALS[:1])
+    bare = pd.DataFrame({"status": ["failed"]})
+    empty = pd.DataFrame()
+    for df in (failed, single, bare, empty):
+        card = evidence_card(df)
+        assert tuple(card.sections) == SECTION_TITLES and len(card.gate) == 12
+        json.dumps(card.to_json(), allow_nan=False)
+        assert card.to_markdown().count("\n## ") == len(SECTION_TITLES) + 1
+    assert {g.status for g in evidence_card(bare).gate} == {"not measured"}
+    assert "unfinished" in evidence_card(failed).sections["Cost"]
+
+
+def test_types_are_frozen_and_checked():
+    with pytest.raises(ValueError, match="status"):
+        GateItem(1, "x", "maybe", "")
+    card = evidence_card(frame())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        card.study = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        card.sections["Cost"] = "free"  # type: ignore[index]
+    assert isinstance(card.sections["Effective candidates"], Table)
+    assert isinstance(card, EvidenceCard)

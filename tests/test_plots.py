@@ -1,0 +1,465 @@
+"""analysis.plots: the tables each figure draws, checked against hand-built tables (Optuna's
+visualization-test style), plus a render of every figure for a literal default-study frame."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.collections import PathCollection
+from matplotlib.container import ErrorbarContainer
+from matplotlib.contour import ContourSet
+from matplotlib.figure import Figure
+
+from analysis.plots import (
+    _pareto_min,
+    all_figures,
+    contour_grid,
+    interaction_table,
+    interactions,
+    main_effect_table,
+    main_effects,
+    phase_diagram,
+    phase_table,
+    plane,
+    probe_vs_temperature,
+    save_figure,
+    surface_contours,
+    trajectories,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Literal tables
+
+
+def _two_by_two() -> pd.DataFrame:
+    """temperature {0.1, 0.5} x batch_size {64, 256} x 2 replicates, hand-picked responses."""
+    rows = [
+        # temperature, batch_size, replicate, response
+        (0.1, 64, 0, 0.90),
+        (0.1, 64, 1, 0.92),
+        (0.1, 256, 0, 0.94),
+        (0.1, 256, 1, 0.96),
+        (0.5, 64, 0, 0.80),
+        (0.5, 64, 1, 0.84),
+        (0.5, 256, 0, 0.86),
+        (0.5, 256, 1, 0.90),
+    ]
+    df = pd.DataFrame(rows, columns=["temperature", "batch_size", "replicate", "acc"])
+    df["derived.negatives_per_anchor"] = 2 * df["batch_size"] - 2
+    df.attrs.update(study="toy", factors=["temperature", "batch_size"])
+    return df
+
+
+# The real default-digits study (temperature 0.1/0.5 x batch_size 64/256 x 2 replicates), its
+# final metrics rounded, with the Parquet export's column names.
+_DEFAULT_COLUMNS = {
+    "point_id": ["p000", "p000", "p001", "p001", "p002", "p002", "p003", "p003"],
+    "replicate": [0, 1, 0, 1, 0, 1, 0, 1],
+    "temperature": [0.1, 0.1, 0.1, 0.1, 0.5, 0.5, 0.5, 0.5],
+    "batch_size": [64, 64, 256, 256, 64, 64, 256, 256],
+    "z/align": [0.4352, 0.4400, 0.4586, 0.4577, 0.2007, 0.1955, 0.2194, 0.2178],
+    "z/uniform": [-3.4438, -3.4533, -3.4313, -3.4391, -2.8782, -2.8797, -2.7994, -2.7989],
+    "h/align": [0.0829, 0.0650, 0.0693, 0.0592, 0.0815, 0.0656, 0.0823, 0.0665],
+    "h/uniform": [-0.6896, -0.5421, -0.5619, -0.4932, -0.8553, -0.7017, -0.8222, -0.7123],
+    "probe/knn_top1_h": [0.9750, 0.9750, 0.9750, 0.9722, 0.9694, 0.9778, 0.9694, 0.9722],
+    "probe/knn_top1_z": [0.9750, 0.9722, 0.9806, 0.9750, 0.9722, 0.9778, 0.9611, 0.9694],
+    "probe/linear_top1_h": [0.9861, 0.9750, 0.9917, 0.9861, 0.9917, 0.9889, 0.9833, 0.9806],
+    "probe/linear_top1_z": [0.9861, 0.9750, 0.9806, 0.9806, 0.9778, 0.9833, 0.9750, 0.9806],
+    "sim/false_negative_rate": [0.893, 0.889, 0.864, 0.890, 0.903, 0.919, 0.901, 0.894],
+    "z/effective_rank": [41.08, 41.46, 40.71, 40.70, 23.65, 23.97, 22.19, 22.04],
+}
+
+
+def _default_frame() -> pd.DataFrame:
+    df = pd.DataFrame(_DEFAULT_COLUMNS)
+    df.insert(0, "study", "default-digits")
+    df.insert(3, "status", "finished")
+    df.insert(4, "trial_key", df["point_id"] + "-r" + df["replicate"].astype(str))
+    df["objective"] = "infonce"
+    df["uniform_t"] = 2.0
+    df["derived.negatives_per_anchor"] = 2 * df["batch_size"] - 2
+    df["derived.steps"] = 30720 // df["batch_size"]
+    df["wall_s"] = 10.0
+    df["examples_seen"] = 30720.0
+    df["steps"] = df["derived.steps"].astype(float)
+    df.attrs.update(study="default-digits", factors=["temperature", "batch_size"], design="")
+    return df
+
+
+def _default_history() -> pd.DataFrame:
+    """Two evaluations per trial (halfway, then final) on both planes: each trial moves left
+    (more uniform) between them, its alignment a little worse in z and better in h."""
+    final = _default_frame()
+    keep = ["trial_key", "point_id", "replicate", "z/align", "z/uniform", "h/align", "h/uniform"]
+    halfway = final[keep].assign(step=15360)
+    halfway["z/align"] -= 0.03
+    halfway["z/uniform"] += 0.4
+    halfway["h/align"] += 0.005
+    halfway["h/uniform"] += 0.05
+    history = pd.concat([halfway, final[keep].assign(step=30720)], ignore_index=True)
+    return history.sort_values(["trial_key", "step"], ignore_index=True)
+
+
+def _errorbars(ax) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """label -> (x, y) of every error-bar series drawn on ``ax``."""
+    found = {}
+    for container in ax.containers:
+        if isinstance(container, ErrorbarContainer):
+            line = container.lines[0]
+            found[container.get_label()] = (
+                np.asarray(line.get_xdata(), dtype=float),
+                np.asarray(line.get_ydata(), dtype=float),
+            )
+    return found
+
+
+class _QuadraticSurface:
+    """Stand-in for analysis.surface's fitted surface: a known quadratic in coded units, peak
+    0.9 at temperature 0.2 (log scale), batch_size 128 (log scale), lr 0.3 (linear)."""
+
+    def __init__(self) -> None:
+        self.response = "probe/knn_top1_h"
+        self.factors = ("temperature", "batch_size", "lr", "objective")
+        numeric = {"kind": "numeric", "levels": ()}
+        self.coding = {
+            "temperature": SimpleNamespace(**numeric, scale="log", low=0.05, high=0.8),
+            "batch_size": SimpleNamespace(**numeric, scale="log", low=32, high=512),
+            "lr": SimpleNamespace(**numeric, scale="linear", low=0.1, high=0.5),
+            "objective": SimpleNamespace(
+                kind="categorical", scale="linear", low=None, high=None, levels=("a", "b")
+            ),
+        }
+        self.optimum = {"temperature": 0.2, "batch_size": 128, "lr": 0.3, "objective": "a"}
+        self.data = pd.DataFrame(
+            {
+                "temperature": [0.05, 0.05, 0.8, 0.8, 0.2],
+                "batch_size": [32, 512, 32, 512, 128],
+                "lr": [0.3] * 5,
+                "objective": ["a"] * 5,
+            }
+        )
+        self.seen: list[pd.DataFrame] = []
+
+    def predict(self, frame: pd.DataFrame) -> pd.DataFrame:
+        self.seen.append(frame)
+        mean = (
+            0.9
+            - 0.01 * np.log(frame["temperature"] / 0.2) ** 2
+            - 0.02 * np.log(frame["batch_size"] / 128) ** 2
+            - 0.5 * (frame["lr"] - 0.3) ** 2
+        )
+        return pd.DataFrame({"mean": mean, "lower": mean - 0.01, "upper": mean + 0.01})
+
+
+# ---------------------------------------------------------------------------------------------
+# Pareto frontier
+
+
+def test_pareto_min_keeps_ties_and_drops_dominated_rows():
+    table = pd.DataFrame(
+        {"u": [1.0, 1.0, 1.0, 2.0, 3.0, 4.0, 5.0, np.nan, 0.5], "a": [5, 5, 6, 3, 3, 1, 5, 0, 9]},
+        index=list("abcdefghi"),
+    )
+    # a, b: an exact duplicate pair, both kept; c: same u as a, worse a; e: same a as d, worse u;
+    # g: dominated by everything before; h: missing u; i: lowest u, so on the frontier.
+    front = _pareto_min(table, "u", "a")
+    assert front.index.tolist() == ["i", "a", "b", "d", "f"]
+    assert front["u"].tolist() == [0.5, 1.0, 1.0, 2.0, 4.0]
+
+
+def test_pareto_min_edge_cases():
+    assert _pareto_min(pd.DataFrame({"u": [np.nan], "a": [1.0]}), "u", "a").empty
+    one = pd.DataFrame({"u": [-3.0], "a": [0.4]})
+    assert _pareto_min(one, "u", "a").index.tolist() == [0]
+    # Strictly increasing in both: only the first point is on the frontier.
+    chain = pd.DataFrame({"u": [1.0, 2.0, 3.0], "a": [1.0, 2.0, 3.0]})
+    assert _pareto_min(chain, "u", "a").index.tolist() == [0]
+
+
+def test_plane_draws_the_frontier_as_a_step_line_and_both_references():
+    df = _default_frame()
+    fig = plane(df, "z")
+    ax = fig.axes[0]
+    steps = [line for line in ax.get_lines() if line.get_label() == "Pareto frontier"]
+    assert len(steps) == 1
+    expected = _pareto_min(df, "z/uniform", "z/align")
+    assert expected["trial_key"].tolist() == ["p000-r1", "p000-r0", "p002-r1"]
+    np.testing.assert_allclose(steps[0].get_xdata(), expected["z/uniform"])
+    assert steps[0].get_drawstyle() == "steps-post"
+    labels = {line.get_label(): line for line in ax.get_lines()}
+    collapse = labels["collapse (uniformity 0)"]
+    no_info = labels["no information (alignment 2)"]
+    assert collapse.get_xdata()[0] == 0 and no_info.get_ydata()[0] == 2
+    # Both references are inside the axes even though the data sit far from them.
+    lo, hi = ax.get_xlim()
+    assert lo < df["z/uniform"].min() and hi > 0
+    lo, hi = ax.get_ylim()
+    assert lo < df["z/align"].min() and hi > 2
+    assert "default-digits" in ax.get_title()
+    assert fig.axes[1].get_ylabel() == "probe/knn_top1_h"  # the colorbar
+
+
+def test_plane_uses_a_given_frontier_and_tolerates_missing_colour():
+    df = _default_frame()
+    given = df.iloc[[5, 0]]
+    fig = plane(df, "h", color="not/a/column", frontier=given)
+    (step,) = [line for line in fig.axes[0].get_lines() if line.get_label() == "Pareto frontier"]
+    np.testing.assert_allclose(step.get_xdata(), sorted(given["h/uniform"]))
+    assert len(fig.axes) == 1  # no colorbar
+
+
+def test_plane_marks_collapsed_trials_and_skips_the_inset_for_spread_data():
+    df = pd.DataFrame(
+        {
+            "z/uniform": [-3.5, -2.0, -0.1, -1.0],
+            "z/align": [1.6, 0.8, 0.05, 0.4],
+            "status": ["finished", "finished", "collapsed", "finished"],
+            "acc": [0.9, 0.8, 0.1, np.nan],
+        }
+    )
+    fig = plane(df, "z", color="acc")
+    ax = fig.axes[0]
+    assert ax.child_axes == []  # data fill the axes: no zoom inset
+    scatters = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert sorted(c.get_label() for c in scatters) == ["trials (collapsed)", "trials (finished)"]
+
+
+def test_plane_adds_a_zoom_inset_clear_of_the_data():
+    fig = plane(_default_frame(), "z")
+    ax = fig.axes[0]
+    (inset,) = ax.child_axes
+    lo, hi = inset.get_xlim()
+    assert lo < -3.4533 and hi > -2.7989
+
+
+# ---------------------------------------------------------------------------------------------
+# Trajectories
+
+
+def test_trajectories_one_path_per_trial_hollow_start_filled_end():
+    history = _default_history()
+    fig = trajectories(history, _default_frame(), "z")
+    ax = fig.axes[0]
+    paths = [line for line in ax.get_lines() if line.get_marker() == "."]
+    assert len(paths) == 8
+    first = history[history.trial_key == "p000-r0"].sort_values("step")
+    assert any(
+        np.allclose(p.get_xdata(), first["z/uniform"])
+        and np.allclose(p.get_ydata(), first["z/align"])
+        for p in paths
+    )
+    scatters = [c for c in ax.collections if isinstance(c, PathCollection)]
+    hollow = [c for c in scatters if np.allclose(c.get_facecolors()[0], (1, 1, 1, 1))]
+    assert len(hollow) == 8 and len(scatters) == 16
+    legend = fig.legends[0].get_texts()
+    assert "p000: temperature=0.1, batch_size=64" in [t.get_text() for t in legend]
+
+
+# ---------------------------------------------------------------------------------------------
+# Main effects and interactions
+
+
+def test_main_effect_table_matches_hand_computed_means_and_standard_errors():
+    df = _two_by_two()
+    t = main_effect_table(df, "acc", "temperature")
+    assert t.columns.tolist() == ["level", "mean", "se", "n"]
+    assert t["level"].tolist() == [0.1, 0.5]
+    np.testing.assert_allclose(t["mean"], [0.93, 0.85])
+    # 0.1: deviations -.03 -.01 .01 .03 -> ss .002; 0.5: -.05 -.01 .01 .05 -> ss .0052
+    np.testing.assert_allclose(t["se"], [math.sqrt(0.002 / 3) / 2, math.sqrt(0.0052 / 3) / 2])
+    assert t["n"].tolist() == [4, 4]
+    b = main_effect_table(df, "acc", "batch_size")
+    np.testing.assert_allclose(
+        b["mean"], [(0.90 + 0.92 + 0.80 + 0.84) / 4, (0.94 + 0.96 + 0.86 + 0.90) / 4]
+    )
+
+
+def test_main_effect_table_single_trial_levels_have_no_standard_error_and_nans_are_dropped():
+    df = pd.DataFrame({"f": ["a", "a", "b", "c"], "y": [1.0, 3.0, 5.0, np.nan]})
+    t = main_effect_table(df, "y", "f")
+    assert t["level"].tolist() == ["a", "b"]
+    assert t["mean"].tolist() == [2.0, 5.0]
+    assert t["se"].iloc[0] == pytest.approx(1.0) and np.isnan(t["se"].iloc[1])
+
+
+def test_main_effect_table_bins_a_continuous_factor():
+    df = pd.DataFrame({"lr": np.geomspace(0.01, 1.0, 30), "y": np.arange(30.0)})
+    t = main_effect_table(df, "y", "lr", max_levels=5)
+    assert len(t) == 5 and t["n"].tolist() == [6] * 5
+    np.testing.assert_allclose(t["mean"], [2.5, 8.5, 14.5, 20.5, 26.5])
+
+
+def test_interaction_table_cells():
+    t = interaction_table(_two_by_two(), "acc", "temperature", "batch_size")
+    assert t.columns.tolist() == ["temperature", "batch_size", "mean", "se", "n"]
+    assert list(zip(t["temperature"], t["batch_size"], strict=True)) == [
+        (0.1, 64), (0.1, 256), (0.5, 64), (0.5, 256)
+    ]  # fmt: skip
+    np.testing.assert_allclose(t["mean"], [0.91, 0.95, 0.82, 0.88])
+    # Two replicates a, b: se = sd / sqrt(2) = |a - b| / 2.
+    np.testing.assert_allclose(t["se"], [0.01, 0.01, 0.02, 0.02])
+    assert t["n"].tolist() == [2, 2, 2, 2]
+
+
+def test_main_effects_and_interactions_draw_the_tables():
+    df = _two_by_two()
+    fig = main_effects(df, "acc")
+    assert len(fig.axes) == 2
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"  # 0.1 .. 0.5 spans 5x
+    x, y = _errorbars(ax)["mean ± SE"]
+    np.testing.assert_allclose(x, [0.1, 0.5])
+    np.testing.assert_allclose(y, [0.93, 0.85])
+    fig = interactions(df, "acc")
+    (ax,) = fig.axes
+    lines = _errorbars(ax)
+    np.testing.assert_allclose(lines["batch size B = 64"][1], [0.91, 0.82])
+    np.testing.assert_allclose(lines["batch size B = 256"][1], [0.95, 0.88])
+    with pytest.raises(ValueError):
+        interactions(df, "acc", factors=["temperature"])
+
+
+def test_main_effects_categorical_factor():
+    df = pd.DataFrame(
+        {
+            "objective": ["infonce", "infonce", "ntxent_long_name", "ntxent_long_name"],
+            "y": [1, 2, 3, 5],
+        }
+    )
+    fig = main_effects(df, "y", factors=["objective"])
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["infonce", "ntxent_long_name"]
+    assert ax.get_xscale() == "linear"
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase diagram and probe accuracy
+
+
+def test_phase_table_cell_means():
+    t = phase_table(_two_by_two(), "acc")
+    assert t["derived.negatives_per_anchor"].tolist() == [126, 510, 126, 510]
+    np.testing.assert_allclose(t["mean"], [0.91, 0.95, 0.82, 0.88])
+
+
+def test_phase_diagram_grid_annotates_every_cell():
+    fig = phase_diagram(_two_by_two(), "acc")
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    texts = sorted(t.get_text().split("\n")[0] for t in ax.texts)
+    assert texts == ["0.82", "0.88", "0.91", "0.95"]
+    assert len(ax.collections) == 1  # the heatmap mesh
+
+
+def test_phase_diagram_scattered_design_uses_filled_contours():
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(
+        {
+            "temperature": np.exp(rng.uniform(np.log(0.05), np.log(1.0), 12)),
+            "derived.negatives_per_anchor": np.exp(rng.uniform(np.log(30), np.log(2000), 12)),
+        }
+    )
+    df["acc"] = -(np.log(df["temperature"] / 0.2) ** 2)
+    fig = phase_diagram(df, "acc")
+    ax = fig.axes[0]
+    assert any(isinstance(c, ContourSet) for c in ax.collections)
+    assert len(ax.texts) == 12
+    with pytest.raises(ValueError):
+        phase_diagram(df.assign(temperature=0.1), "acc")
+
+
+def test_probe_vs_temperature_lines_per_batch_size_and_single_line():
+    df = _default_frame()
+    fig = probe_vs_temperature(df, "knn")
+    h_ax = fig.axes[0]
+    assert h_ax.get_xscale() == "log"
+    assert sorted(t.get_text() for t in h_ax.get_legend().get_texts()) == ["B = 256", "B = 64"]
+    expected = interaction_table(df, "probe/knn_top1_h", "temperature", "batch_size")
+    _, b64 = _errorbars(h_ax)["B = 64"]
+    np.testing.assert_allclose(b64, expected[expected.batch_size == 64]["mean"])
+    fig = probe_vs_temperature(df.drop(columns=["batch_size"]), "linear")
+    assert [t.get_text() for t in fig.axes[1].get_legend().get_texts()] == ["all trials"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Response-surface contours
+
+
+def test_contour_grid_holds_other_factors_at_the_optimum():
+    surface = _QuadraticSurface()
+    xs, ys, Z = contour_grid(surface, "temperature", "batch_size", n=21)
+    np.testing.assert_allclose(xs, np.geomspace(0.05, 0.8, 21))
+    np.testing.assert_allclose(ys, np.geomspace(32, 512, 21))
+    assert Z.shape == (21, 21)
+    frame = surface.seen[-1]
+    assert list(frame.columns) == list(surface.factors)
+    assert set(frame["lr"]) == {0.3} and set(frame["objective"]) == {"a"}
+    i, j = np.unravel_index(np.argmax(Z), Z.shape)
+    assert xs[j] == pytest.approx(0.2) and ys[i] == pytest.approx(128)
+    assert Z[i, j] == pytest.approx(0.9)
+    xs, _, _ = contour_grid(surface, "lr", "temperature", n=5)
+    np.testing.assert_allclose(xs, [0.1, 0.2, 0.3, 0.4, 0.5])
+    with pytest.raises(ValueError):
+        contour_grid(surface, "objective", "lr")
+
+
+def test_surface_contours_figure_has_contours_star_and_design_points():
+    surface = _QuadraticSurface()
+    fig = surface_contours(surface, "temperature", "batch_size", n=30)
+    ax = fig.axes[0]
+    assert any(isinstance(c, ContourSet) for c in ax.collections)
+    (star,) = [line for line in ax.get_lines() if line.get_marker() == "*"]
+    assert star.get_label() == "optimum"
+    assert star.get_xdata()[0] == pytest.approx(0.2) and star.get_ydata()[0] == pytest.approx(128)
+    points = [c for c in ax.collections if c.get_label() == "design points"]
+    np.testing.assert_allclose(points[0].get_offsets()[:, 0], surface.data["temperature"])
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert "lr=0.3" in ax.get_title()
+    # No `data` attribute: no design points, still a figure.
+    bare = _QuadraticSurface()
+    bare.data = None
+    fig = surface_contours(bare, "lr", "temperature", n=10)
+    assert not [c for c in fig.axes[0].collections if c.get_label() == "design points"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Every figure of the default study renders and saves
+
+
+def test_all_figures_render_and_save(tmp_path):
+    figures = all_figures(
+        _default_frame(), _default_history(), surfaces={"probe/knn_top1_h": _QuadraticSurface()}
+    )
+    assert set(figures) == {
+        "plane_z",
+        "plane_h",
+        "trajectories_z",
+        "trajectories_h",
+        "main_effects",
+        "interactions",
+        "phase_probe_knn_top1_h",
+        "phase_z_align",
+        "phase_z_uniform",
+        "phase_sim_false_negative_rate",
+        "phase_z_effective_rank",
+        "probe_vs_temperature_knn",
+        "probe_vs_temperature_linear",
+        "contours_probe_knn_top1_h_temperature_batch_size",
+    }
+    for name, fig in figures.items():
+        assert isinstance(fig, Figure)
+        paths = save_figure(fig, tmp_path / "plots", name)
+        assert [p.name for p in paths] == [f"{name}.png", f"{name}.svg"]
+        assert all(p.stat().st_size > 1000 for p in paths)
+        assert paths[0].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_all_figures_skips_what_does_not_apply():
+    df = _default_frame().drop(columns=["temperature", "h/align"])
+    df.attrs["factors"] = ["batch_size"]
+    figures = all_figures(df)
+    assert set(figures) == {"plane_z", "main_effects"}
