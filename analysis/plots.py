@@ -542,6 +542,28 @@ def plane(
     return fig
 
 
+MAX_DETAILED_PATHS = 40  # beyond this, paths are averaged per point and drawn in one collection
+
+
+def _draw_paths_fast(target: Axes, paths, x: str, y: str, palette: dict) -> None:
+    """Many paths at once: one LineCollection and two scatters, no per-path artists."""
+    from matplotlib.collections import LineCollection
+
+    segments, colours, starts, ends = [], [], [], []
+    for _key, path in paths:
+        xy = path[[x, y]].to_numpy(float)
+        colour = palette[path["point_id"].iloc[0]]
+        segments.append(xy)
+        colours.append(colour)
+        starts.append(xy[0])
+        ends.append(xy[-1])
+    target.add_collection(LineCollection(segments, colors=colours, linewidths=0.8, zorder=2))
+    starts, ends = np.array(starts), np.array(ends)
+    target.scatter(starts[:, 0], starts[:, 1], s=12, facecolors="white", edgecolors=colours,
+                   linewidths=0.6, zorder=3)  # fmt: skip
+    target.scatter(ends[:, 0], ends[:, 1], s=12, c=colours, zorder=3)
+
+
 def trajectories(history: pd.DataFrame, df: pd.DataFrame | None = None, space: str = "z") -> Figure:
     """Each trial's path across its evaluations on the alignment–uniformity plane, coloured by
     point_id (hollow marker = first evaluation, filled = last, arrow on the last step); ``df``,
@@ -549,11 +571,19 @@ def trajectories(history: pd.DataFrame, df: pd.DataFrame | None = None, space: s
     x, y = f"{space}/uniform", f"{space}/align"
     _require(history, ["trial_key", "point_id", "step", x, y])
     data = history.dropna(subset=[x, y]).sort_values(["trial_key", "step"])
+    averaged = data["trial_key"].nunique() > MAX_DETAILED_PATHS
+    if averaged:  # many trials: one path per design point, the mean over its replicates
+        data = data.groupby(["point_id", "step"], as_index=False)[[x, y]].mean()
+        data["trial_key"] = data["point_id"]
     points = sorted(data["point_id"].unique())
     palette = dict(zip(points, _colors(len(points)), strict=True))
 
     def draw(target: Axes) -> None:
-        for _key, path in data.groupby("trial_key", sort=True):
+        paths = list(data.groupby("trial_key", sort=True))
+        if len(paths) > MAX_DETAILED_PATHS:
+            _draw_paths_fast(target, paths, x, y, palette)
+            return
+        for _key, path in paths:
             colour = palette[path["point_id"].iloc[0]]
             px, py = path[x].to_numpy(float), path[y].to_numpy(float)
             target.plot(px, py, color=colour, linewidth=1.2, marker=".", markersize=4, zorder=2)
@@ -581,7 +611,10 @@ def trajectories(history: pd.DataFrame, df: pd.DataFrame | None = None, space: s
     ax.set_xlabel(f"{x}  (ℓ_uniform: lower = more uniform)")
     ax.set_ylabel(f"{y}  (ℓ_align: lower = tighter positives)")
     study_frame = df if df is not None else history
-    ax.set_title(_title(study_frame, f"training trajectories ({_SPACE_NAMES.get(space, space)})"))
+    what = f"training trajectories ({_SPACE_NAMES.get(space, space)})"
+    if averaged:
+        what += ", mean over replicates per point"
+    ax.set_title(_title(study_frame, what))
     if len(points) <= 20:
         factors = _factors(df, None) if df is not None else []
         described = {}

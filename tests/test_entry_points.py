@@ -44,3 +44,10 @@ def test_trainables_module_smoke():
 def test_study_benchmark_smoke(ray_tmp):
     out = run(sys.executable, "benchmarks/study.py", "--smoke")
     assert "| 1 |" in out and "| 2 |" in out and "speed-up at concurrency 2" in out
+
+
+@pytest.mark.slow
+def test_analysis_benchmark_smoke():
+    out = run(sys.executable, "benchmarks/analysis.py", "--smoke")
+    assert "| load_study (100 runs from SQLite MLflow) |" in out
+    assert "| fits, plots and report together |" in out
