@@ -66,6 +66,13 @@ def test_status_and_export(default_study, tmp_path):
     assert done.returncode == 0 and pq.read_table(out).num_rows == 8
     status = subprocess.run([STUDY, "status", NAME], cwd=folder, capture_output=True, text=True)
     assert "8 trials {'FINISHED': 8}" in status.stdout
+    from analysis import load_study, read_results
+
+    from_mlflow, from_file = load_study(NAME, uri(folder)), read_results(out)
+    assert list(from_mlflow.columns) == list(from_file.columns)
+    assert from_mlflow.attrs["factors"] == from_file.attrs["factors"] == ["temperature",
+                                                                          "batch_size"]  # fmt: skip
+    assert from_mlflow["probe/knn_top1_h"].tolist() == from_file["probe/knn_top1_h"].tolist()
 
 
 @pytest.mark.slow
