@@ -20,18 +20,17 @@ def make_report(
     *,
     tracking_uri: str,
 ) -> tuple[dict[str, Any], Path]:
-    """Analyse a study from its record (or a results Parquet) and write the report.
+    """Analyse a study from its record and/or a results Parquet, and write the report.
 
     When the tracking store holds the study, the report folder is attached to its parent run
     under ``report/``. Returns (the JSON summary, the folder).
     """
-    if record is not None:
-        df = results_frame(results_table(record))
-        history = load_history(record.study, tracking_uri, HISTORY_METRICS)
-    else:
-        df = read_results(results)
-        history = None
+    # A results file, when given, is the table (the study just wrote it, or the user has it);
+    # the record, when there is one, adds the histories and receives the report.
+    df = read_results(results) if results is not None else results_frame(results_table(record))
+    if record is None:
         record = _record_if_present(df.attrs.get("study", ""), tracking_uri)
+    history = load_history(record.study, tracking_uri, HISTORY_METRICS) if record else None
     study = df.attrs.get("study") or "study"
     folder = Path(out) if out else Path("studies") / study / "report"
     analysis = analyse(df)

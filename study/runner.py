@@ -355,12 +355,14 @@ def launch(
             ray.shutdown()
 
 
-def _report(record: StudyRecord, tracking_uri: str, folder: Path, quiet: bool) -> None:
+def _report(
+    record: StudyRecord, results: Path, tracking_uri: str, folder: Path, quiet: bool
+) -> None:
     """The analysis report of a finished study; a failure here never loses the record."""
     from study.reporting import make_report
 
     try:
-        make_report(record, None, folder, tracking_uri=tracking_uri)
+        make_report(record, results, folder, tracking_uri=tracking_uri)
         if not quiet:
             print(f"report: {folder / 'report.html'}")
     except Exception as err:  # the study itself is complete and recorded
@@ -410,7 +412,7 @@ def run_study(
             print(f"study {spec.study}: all {len(table.trials)} trials FINISHED; nothing to run")
         results = export_parquet(record, study_dir / RESULTS_FILE, spec.sha)
         record.log_parent_artifact(parent_id, results)
-        _report(record, tracking_uri, study_dir / "report", quiet)
+        _report(record, results, tracking_uri, study_dir / "report", quiet)
         counts = record.status_counts()
         record.finish_parent(parent_id, ok=set(counts) <= {"FINISHED"})
     outcome = StudyOutcome(

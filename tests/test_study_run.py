@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -177,15 +176,3 @@ def test_progress_counts_and_eta():
     mean = sum(p.durations) / 2
     assert p.eta_s() == pytest.approx(3 * mean / 2)
     assert "3 pending · 0 running · 2 done · 1 failed" in p.line()
-
-
-def test_plan_json_is_one_object_per_design_doc():
-    done = subprocess.run(
-        [sys.executable, "-m", "study.cli", "plan", "toy_phase_diagram", "--json"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    data = json.loads(done.stdout)
-    assert set(data) >= {"study", "trials", "totals"}
-    assert any(row["snapped"] for row in data["trials"])

@@ -165,8 +165,13 @@ def test_cli_bad_config_exits_2_with_the_reason():
 def test_cli_checkpoint_dir_resumes(tmp_path):
     args = ("toy_seed002", "--smoke", "--json", "--checkpoint-dir", str(tmp_path))
     first = json.loads(run_cli(*args).stdout)
-    assert list(tmp_path.glob("checkpoint_*"))
+    assert [p.name for p in tmp_path.glob("checkpoint_*")] == [f"checkpoint_{2 * 128:012d}"]
     assert first["status"] == "finished"
+    # the same command again resumes from step 2 and ends where the first run ended
+    again = json.loads(run_cli(*args).stdout)
+    for key, value in first.items():
+        if key.startswith(("z/", "h/", "probe/")) or key in ("train/loss", "examples_seen"):
+            assert again[key] == pytest.approx(value, abs=1e-6), key
 
 
 def test_dataloader_workers_give_the_same_trial():

@@ -169,16 +169,18 @@ def seed_everything(seed: int) -> None:
 
 
 @torch.no_grad()
-def encode(
-    model: ContrastiveModel, data: DataBundle, x: Tensor, device: torch.device, batch: int = 1024
-):
-    """Un-augmented rows -> (h, z) on the CPU, in eval mode, in batches."""
-    hs, zs = [], []
-    for a in range(0, len(x), batch):
-        h, z = model(data.normalise(data.prepare(x[a : a + batch]).to(device)))
-        hs.append(h.float().cpu())
-        zs.append(z.float().cpu())
-    return torch.cat(hs), torch.cat(zs)
+def embed(model: ContrastiveModel, x: Tensor, to_input, device: torch.device, batch: int = 1024):
+    """(N, ...) rows -> (h, z) on the CPU, ``to_input`` applied chunk by chunk (so a prepared
+    copy of a large split never exists whole)."""
+    outs = [model(to_input(x[a : a + batch]).to(device)) for a in range(0, len(x), batch)]
+    return torch.cat([h.float().cpu() for h, _ in outs]), torch.cat(
+        [z.float().cpu() for _, z in outs]
+    )
+
+
+def encode(model: ContrastiveModel, data: DataBundle, x: Tensor, device: torch.device):
+    """Un-augmented stored rows -> (h, z) on the CPU."""
+    return embed(model, x, lambda chunk: data.normalise(data.prepare(chunk)), device)
 
 
 @torch.no_grad()
@@ -191,8 +193,8 @@ def evaluate(
     augment = make_augment(config, data)
     g = step_generator(EVAL_VIEWS_SEED, 0, device)
     v1, v2 = two_views(data, augment, data.heldout_x.to(device), g)
-    h1, z1 = _forward_batched(model, v1)
-    h2, z2 = _forward_batched(model, v2)
+    h1, z1 = embed(model, v1, lambda chunk: chunk, device)
+    h2, z2 = embed(model, v2, lambda chunk: chunk, device)
     groups = None if data.train_groups is None else data.train_groups[: config.batch_size]
     metrics = pair_diagnostics(
         h1, h2, z1, z2, data.heldout_y,
@@ -210,15 +212,6 @@ def evaluate(
     )  # fmt: skip
     model.train(was_training)
     return metrics
-
-
-def _forward_batched(
-    model: ContrastiveModel, x: Tensor, batch: int = 1024
-) -> tuple[Tensor, Tensor]:
-    outs = [model(x[a : a + batch]) for a in range(0, len(x), batch)]
-    return torch.cat([h.float().cpu() for h, _ in outs]), torch.cat(
-        [z.float().cpu() for _, z in outs]
-    )
 
 
 # ---------------------------------------------------------------------------------------------
