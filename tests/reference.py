@@ -9,8 +9,11 @@ import math
 
 
 def _unit(row: list[float]) -> list[float]:
-    norm = math.sqrt(sum(v * v for v in row))
-    return [v / norm for v in row]
+    # divided by the largest entry first, so a row of 1e-200 or 1e200 keeps its direction
+    peak = max(abs(v) for v in row)
+    scaled = [v / peak for v in row]
+    norm = math.sqrt(sum(v * v for v in scaled))
+    return [v / norm for v in scaled]
 
 
 def _dot(a: list[float], b: list[float]) -> float:
@@ -45,6 +48,17 @@ def info_nce_loop(
         terms = [_dot(u[i], u[p]) / tau - log_partition for p in positives]
         losses.append(-sum(terms) / len(terms))
     return losses
+
+
+def across_ranks(ids_per_rank: list[list[int]], scope: str) -> list:
+    """Ids of the batch that concatenates every rank's rows, in rank order.
+
+    ``"local"``: each rank numbers its own, so the identity is the pair (rank, id) and one id on
+    two ranks is two identities. ``"global"``: the ids as given.
+    """
+    if scope == "local":
+        return [(rank, i) for rank, ids in enumerate(ids_per_rank) for i in ids]
+    return [i for ids in ids_per_rank for i in ids]
 
 
 def align_loop(x: list[list[float]], y: list[list[float]], alpha: float) -> float:

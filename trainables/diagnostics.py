@@ -7,6 +7,8 @@ values are comparable across trials. Metric names follow ``shared/design.md``.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 from torch.nn import functional as F
@@ -14,10 +16,11 @@ from torch.nn import functional as F
 from trainables.objectives import (
     align_loss,
     candidates_per_anchor,
+    has_direction,
     pair_masks,
     rows_per_chunk,
     uniform_loss,
-    unit_rows,
+    unit_rows_or_zero,
 )
 
 PROTOCOL_ALPHA = 2.0
@@ -52,7 +55,7 @@ def dim_std(x: Tensor) -> Tensor:
     A dimension whose std is near zero carries no information; all of them near zero is collapse.
     For features spread uniformly on the sphere each std is about 1/sqrt(D).
     """
-    return unit_rows(x).std(dim=0, unbiased=False)
+    return unit_rows_or_zero(x).std(dim=0, unbiased=False)
 
 
 def hardest_negative_share(cos: Tensor, negative: Tensor, temperature: float) -> Tensor:
@@ -88,7 +91,7 @@ def cosine_stats(
     whose hardest negative (highest cosine) has the anchor's label. With ``temperature``, also
     ``sim/hardest_neg_share``, the mean of :func:`hardest_negative_share` over anchors.
     """
-    u = torch.cat([unit_rows(z1), unit_rows(z2)]).double()  # (2B, D)
+    u = torch.cat([unit_rows_or_zero(z1), unit_rows_or_zero(z2)]).double()  # (2B, D)
     b = z1.shape[0]
     sources = torch.arange(b, device=u.device).repeat(2)
     index = torch.arange(2 * b, device=u.device)
@@ -140,17 +143,26 @@ def space_metrics(x1: Tensor, x2: Tensor, space: str) -> dict[str, float]:
 
     Args:
         x1, x2: (B, D) features of the two held-out views.
+
+    Rows without a direction (zero rows: a dead unit's output) have no place on the sphere:
+    alignment and uniformity are measured over the pairs whose two views both have one, and
+    ``{space}/zero_rows`` is the share of pairs left out (NaN geometry when fewer than 2 remain).
     """
-    pick = _subsample(x1.shape[0], MAX_UNIFORM_POINTS)
-    u1 = x1 if pick is None else x1[pick.to(x1.device)]
+    both = has_direction(x1) & has_direction(x2)
+    zero_share = 1.0 - float(both.double().mean()) if x1.shape[0] else 0.0
+    y1, y2 = (x1, x2) if bool(both.all()) else (x1[both], x2[both])
+    pick = _subsample(y1.shape[0], MAX_UNIFORM_POINTS)
+    u1 = y1 if pick is None else y1[pick.to(y1.device)]
     stds = dim_std(x1)
     with torch.no_grad():
+        enough = y1.shape[0] >= 2
         return {
-            f"{space}/align": float(align_loss(x1, x2, PROTOCOL_ALPHA)),
-            f"{space}/uniform": float(uniform_loss(u1, PROTOCOL_T)),
+            f"{space}/align": float(align_loss(y1, y2, PROTOCOL_ALPHA)) if enough else math.nan,
+            f"{space}/uniform": float(uniform_loss(u1, PROTOCOL_T)) if enough else math.nan,
             f"{space}/effective_rank": effective_rank(x1),
             f"{space}/dim_std_min": float(stds.min()),
             f"{space}/dim_std_mean": float(stds.mean()),
+            f"{space}/zero_rows": zero_share,
         }
 
 

@@ -7,6 +7,20 @@ function, so similarity is cosine and squared distance is ``2 - 2 cos``. Half-pr
 Shapes use N for the number of rows on this process and M for the number of candidate rows after
 an optional data-parallel gather (M = world_size * N).
 
+Zero rows
+---------
+A zero row (a dead unit, a padded row) has no direction, so nothing here normalises it: every
+function that normalises rows raises :class:`ZeroNormError` (a :class:`NonFiniteError`, so the
+training loop ends the trial as ``diverged``) naming the argument and the row. The floor is
+``sqrt(torch.finfo(dtype).tiny)`` of the input's dtype: 2**-7 = 7.8e-3 for float16, 2**-63 =
+1.1e-19 for float32 and bfloat16, 2**-511 = 1.5e-154 for float64. A row's gradient is its unit
+row's gradient, projected, times 1/‖x‖, so above the floor that factor is at most 1/floor (128 in
+float16) and the gradient stays finite in the input's dtype while the unit row's gradient is below
+``finfo(dtype).max * floor`` (512 in float16, 3.7e19 in float32). Every row at or above the floor is
+normalised exactly, however small or large (each row is scaled by its largest entry first, so its
+squared norm neither underflows nor overflows); ``F.normalize`` would instead shrink a row below
+its eps = 1e-12 and zero a row whose squared norm overflows.
+
 Data parallelism
 ----------------
 ``gather=all_gather_with_grad`` (or ``all_gather_detached``) makes every candidate set global:
@@ -16,6 +30,14 @@ full-batch value on every rank, equal to what one process holding the whole batc
 one-process gradient of those rows, so DDP's mean over ranks gives exactly the one-process gradient.
 ``all_gather_detached`` is what many public implementations do: the peers' rows carry no gradient,
 so the repulsion that this rank's rows exert on the others' anchors is lost.
+
+Ids under a gather: ``sources`` are local to the rank by default (``source_ids="local"``), as every
+data loader numbers them; the pair (rank, id) is the identity, so id 3 on rank 0 and id 3 on rank 1
+are different sources. ``source_ids="global"`` takes ids as given, for a source whose views are
+spread over ranks. ``groups`` are semantic identities (one item photographed twice may land on two
+ranks), and neither reading is safe to guess: under a gather ``group_ids`` must be stated, and an
+unstated one is a ``ValueError``. Without a gather both are ignored. A rank that finds a zero row
+under a gather tells the others, so every rank raises the same error instead of waiting.
 """
 
 from __future__ import annotations
@@ -28,10 +50,11 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 from torch.autograd.function import once_differentiable
-from torch.nn import functional as F
 
 GroupPolicy = Literal["negative", "mask", "positive"]
 GROUP_POLICIES: tuple[str, ...] = ("negative", "mask", "positive")
+IdScope = Literal["local", "global"]
+ID_SCOPES: tuple[str, ...] = ("local", "global")
 Gather = Callable[[Tensor], Tensor]
 
 # Elements of one anchor-chunk × candidates block: 2**22 float32 is 16 MiB per intermediate.
@@ -40,6 +63,15 @@ _CHUNK_ELEMENTS = 2**22
 
 class NonFiniteError(ValueError):
     """Raised when an objective's input holds NaN or inf (a diverged encoder)."""
+
+
+class ZeroNormError(NonFiniteError):
+    """Raised when a row to be L2-normalised has norm below :func:`min_row_norm` of its dtype.
+
+    Such a row (a dead unit, a padded row) has no direction: its unit row would be 0/0 and its
+    gradient unbounded. A subclass of :class:`NonFiniteError`, so whoever ends a trial on a
+    non-finite input ends it on this too.
+    """
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,11 +111,103 @@ def _check_labels(name: str, labels: Tensor, n: int) -> Tensor:
     return labels
 
 
-def unit_rows(x: Tensor) -> Tensor:
-    """(N, D) -> (N, D) unit rows, computed in float32 at least."""
+def min_row_norm(dtype: torch.dtype) -> float:
+    """The least row norm that is normalised: ``sqrt(torch.finfo(dtype).tiny)``.
+
+    2**-7 for float16, 2**-63 for float32 and bfloat16, 2**-511 for float64. The gradient that
+    reaches a row is at most its unit row's gradient times 1 / norm, so above this floor it is at
+    most 1 / floor times that gradient (128 in float16), finite in ``dtype`` while the unit row's
+    gradient is below ``finfo(dtype).max * floor`` (512 in float16, 3.7e19 in float32).
+    """
+    return torch.finfo(dtype).tiny ** 0.5
+
+
+def unit_rows(x: Tensor, name: str = "x", *, gather: Gather | None = None) -> Tensor:
+    """(N, D) -> (N, D) unit rows, computed in float32 at least.
+
+    Every row whose norm is at least :func:`min_row_norm` of ``x.dtype`` is normalised exactly,
+    however small or large: it is divided by its largest absolute entry first, so its squared norm
+    can neither underflow nor overflow. The gradient is that of ``x / ||x||``.
+
+    Args:
+        x: (N, D) rows; NaN or inf rows come back NaN (the objectives refuse them before).
+        name: the argument's name in the error message.
+        gather: under a data-parallel gather every rank learns of a zero row on any rank and
+            raises the same error, so no rank is left waiting in a collective.
+
+    Raises:
+        ZeroNormError: naming ``name``, the first offending row (and its rank under a gather),
+            its norm and how many rows are below the floor.
+    """
+    floor = min_row_norm(x.dtype)
+    dtype = x.dtype
     if x.dtype in (torch.float16, torch.bfloat16):
         x = x.float()
-    return F.normalize(x, dim=1)
+    with torch.no_grad():
+        if x.shape[1] == 0:
+            scale = x.new_zeros(x.shape[0], 1)
+            norms = x.new_zeros(x.shape[0])
+        else:
+            scale = x.abs().amax(dim=1, keepdim=True)  # (N, 1), exact
+            norms = scale[:, 0] * (x / torch.where(scale > 0, scale, 1.0)).norm(dim=1)
+        _refuse_short_rows(name, norms < floor, norms, dtype, floor, gather)
+    y = x / scale  # entries in [-1, 1], largest |entry| is 1; scale carries no gradient
+    return y / y.norm(dim=1, keepdim=True)
+
+
+def has_direction(x: Tensor) -> Tensor:
+    """(N, D) -> (N,) bool: rows whose norm reaches :func:`min_row_norm` (normalisable)."""
+    floor = min_row_norm(x.dtype)
+    with torch.no_grad():
+        scale = x.abs().amax(dim=1) if x.shape[1] else x.new_zeros(x.shape[0])
+        safe = torch.where(scale > 0, scale, 1.0)[:, None]
+        return scale * (x / safe).norm(dim=1) >= floor
+
+
+def unit_rows_or_zero(x: Tensor) -> Tensor:
+    """(N, D) -> (N, D) unit rows, a row without direction (see :func:`has_direction`) as zeros.
+
+    For measurement, not for objectives: a zero row has cosine 0 with everything, so a probe
+    scores it as carrying no information. Objectives refuse such rows (:class:`ZeroNormError`).
+    """
+    keep = has_direction(x)
+    out = torch.zeros_like(x, dtype=torch.float32 if x.dtype in (torch.float16, torch.bfloat16)
+                           else x.dtype)  # fmt: skip
+    if bool(keep.any()):
+        out[keep] = unit_rows(x[keep])
+    return out
+
+
+def _refuse_short_rows(
+    name: str, short: Tensor, norms: Tensor, dtype: torch.dtype, floor: float, gather: Gather | None
+) -> None:
+    """Raise ZeroNormError if any row is ``short``; under a gather, on every rank alike."""
+    count = int(short.sum())
+    first = int(short.nonzero()[0, 0]) if count else -1
+    norm = float(norms[first]) if count else 0.0
+    where = ""
+    _, world = _world()
+    if gather is not None and world > 1:
+        local = torch.tensor([[count, first, norm]], dtype=torch.float64, device=norms.device)
+        every = _gather_plain(local).tolist()  # (world, 3), the same on every rank
+        offenders = [r for r, row in enumerate(every) if row[0] > 0]
+        if offenders:
+            r = offenders[0]
+            count, first, norm = int(every[r][0]), int(every[r][1]), every[r][2]
+            where = f" on rank {r}"
+    if count == 0:
+        return
+    kind = str(dtype).removeprefix("torch.")
+    what = (
+        "zero norm (no direction)"
+        if norm == 0
+        else f"norm {norm:.3g}, below the floor (no usable direction)"
+    )
+    raise ZeroNormError(
+        f"{name}: row {first}{where} has {what}; {count} of {short.shape[0]} rows have a norm "
+        f"below sqrt(finfo({kind}).tiny) = {floor:.3g}, the least that is normalised "
+        "(a dead unit or a padded row?)"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,6 +367,33 @@ class _InfoNCERows(torch.autograd.Function):
         return grad_anchors, grad_candidates, None, None
 
 
+def _ids_across_ranks(
+    name: str, ids: Tensor, scope: str, scope_arg: str, gather: Gather | None
+) -> tuple[Tensor, Tensor]:
+    """(N,) anchor ids and (M,) candidate ids, made unique across ranks when ``scope`` is local.
+
+    A local id i of rank r becomes ``i * world + r``: distinct ranks never share an id, and ids of
+    one rank keep their equalities. The ids are gathered first, so a refusal happens on every rank.
+    """
+    if gather is None:
+        return ids, ids
+    rank, world = _world()
+    gathered = _gather_plain(ids)  # (M,)
+    if scope == "global" or world == 1:
+        return ids, gathered
+    gathered = gathered.long()
+    lo, hi = (int(v) for v in torch.aminmax(gathered))
+    limit = (2**63 - 1) // world - 1
+    if lo < -limit or hi > limit:
+        raise ValueError(
+            f"{name}: ids from {lo} to {hi} on {world} ranks cannot be made unique as "
+            f"id * {world} + rank in int64; with {scope_arg}='local' they must lie in "
+            f"[-{limit}, {limit}]"
+        )
+    owner = torch.arange(world, device=ids.device).repeat_interleave(ids.shape[0])
+    return ids.long() * world + rank, gathered * world + owner
+
+
 def info_nce(
     z: Tensor,
     sources: Tensor,
@@ -252,6 +403,8 @@ def info_nce(
     group_policy: GroupPolicy = "negative",
     gather: Gather | None = None,
     reduction: Literal["mean", "none"] = "mean",
+    source_ids: IdScope = "local",
+    group_ids: IdScope | None = None,
 ) -> Tensor:
     """Multi-positive InfoNCE (SimCLR's NT-Xent for two views per source).
 
@@ -268,30 +421,74 @@ def info_nce(
             SimCLR), is removed from the denominator (``"mask"``), or is an extra ``"positive"``.
         gather: ``all_gather_with_grad`` or ``all_gather_detached`` for data-parallel negatives.
         reduction: ``"mean"`` or ``"none"`` (this rank's per-anchor losses).
+        source_ids: under a gather, ``"local"`` (the default): ``sources`` are numbered per rank,
+            as a data loader numbers them, and one id on two ranks is two sources; ``"global"``:
+            one id on two ranks is one source (its views spread over ranks). Ignored without a
+            gather.
+        group_ids: under a gather with ``groups``, required: ``"global"`` when one group id on
+            two ranks is one identity (dataset-level labels, the same item seen twice), or
+            ``"local"`` when groups are numbered per rank. Ignored otherwise.
 
     Returns:
         () scalar, the mean over all anchors (over all ranks when ``gather`` is given), or (N,)
         per-anchor losses with ``reduction="none"``.
+
+    Raises:
+        ValueError: naming the argument: a bad temperature, policy, reduction or id scope,
+            ``group_ids`` unstated under a gather with groups, ids of the wrong shape or length,
+            a source with a single view.
+        NonFiniteError: NaN or inf in ``z``.
+        ZeroNormError: a row of ``z`` with norm below :func:`min_row_norm`.
     """
     if reduction not in ("mean", "none"):
         raise ValueError(f"reduction must be 'mean' or 'none', got {reduction!r}")
     inv_tau = 1.0 / _check_positive_finite("temperature", temperature)
     if group_policy not in GROUP_POLICIES:
         raise ValueError(f"group_policy must be one of {GROUP_POLICIES}, got {group_policy!r}")
+    if source_ids not in ID_SCOPES:
+        raise ValueError(f"source_ids must be one of {ID_SCOPES}, got {source_ids!r}")
+    if group_ids is not None and group_ids not in ID_SCOPES:
+        raise ValueError(f"group_ids must be one of {ID_SCOPES} or None, got {group_ids!r}")
+    if gather is not None and groups is not None and group_ids is None:
+        raise ValueError(
+            "groups: under a gather, group_ids must say whether one group id on two ranks is one "
+            "identity ('global', e.g. dataset-level item ids) or two ('local', numbered per "
+            "rank); got group_ids=None"
+        )
     _check_rows("z", z, min_rows=2)
     sources = _check_labels("sources", sources, z.shape[0]).to(z.device)
     if groups is not None:
         groups = _check_labels("groups", groups, z.shape[0]).to(z.device)
+    u = unit_rows(z, "z", gather=gather)  # (N, D)
+    return _info_nce_unit(
+        u, sources, inv_tau, groups, group_policy, gather, reduction, source_ids, group_ids
+    )
 
-    u = unit_rows(z)  # (N, D)
+
+def _info_nce_unit(
+    u: Tensor,
+    sources: Tensor,
+    inv_tau: float,
+    groups: Tensor | None,
+    group_policy: GroupPolicy,
+    gather: Gather | None,
+    reduction: str,
+    source_ids: str,
+    group_ids: str | None,
+) -> Tensor:
+    """info_nce on unit rows ``u`` (N, D) and checked arguments."""
     rank, _ = _world()
     n = u.shape[0]
+    local_sources = sources
+    sources, cand_sources = _ids_across_ranks("sources", sources, source_ids, "source_ids", gather)
+    cand_groups = None
+    if groups is not None:  # group_ids is stated whenever gather is given
+        scope = group_ids or "global"
+        groups, cand_groups = _ids_across_ranks("groups", groups, scope, "group_ids", gather)
     if gather is None:
-        candidates, cand_sources, cand_groups, offset = u, sources, groups, 0
+        candidates, offset = u, 0
     else:
         candidates = gather(u)  # (M, D)
-        cand_sources = _gather_plain(sources)
-        cand_groups = None if groups is None else _gather_plain(groups)
         offset = rank * n
     self_index = torch.arange(offset, offset + n, device=u.device)
 
@@ -308,7 +505,7 @@ def info_nce(
         if len(lonely):
             i = a + int(lonely[0])
             raise ValueError(
-                f"sources: source {int(sources[i])} (row {i}) has a single view; "
+                f"sources: source {int(local_sources[i])} (row {i}) has a single view; "
                 "every anchor needs at least one positive"
             )
         return positive, kept
@@ -323,17 +520,19 @@ def nt_xent(z1: Tensor, z2: Tensor, temperature: float, *, gather: Gather | None
     """SimCLR's symmetric NT-Xent: z1, z2 (B, D) are two views of B distinct sources.
 
     Row i of z1 and row i of z2 are positives; rows are stacked as [z1; z2] so the partner of
-    row i is (i + B) mod 2B. Returns a () scalar.
+    row i is (i + B) mod 2B. Under a gather the B sources of each rank are distinct from every
+    other rank's. Returns a () scalar. Raises as :func:`info_nce`, naming ``z1`` or ``z2``.
     """
+    inv_tau = 1.0 / _check_positive_finite("temperature", temperature)
+    _check_rows("z1", z1)
+    _check_rows("z2", z2)
     if z1.shape != z2.shape:
         shapes = f"{tuple(z1.shape)} and {tuple(z2.shape)}"
         raise ValueError(f"z1 and z2 must have one shape, got {shapes}")
     b = z1.shape[0]
-    sources = torch.arange(b, device=z1.device).repeat(2)
-    if gather is not None:
-        rank, _ = _world()
-        sources = sources + rank * b  # globally unique source ids
-    return info_nce(torch.cat([z1, z2]), sources, temperature, gather=gather)
+    u = torch.cat([unit_rows(z1, "z1", gather=gather), unit_rows(z2, "z2", gather=gather)])
+    sources = torch.arange(b, device=z1.device).repeat(2)  # local ids: rank-unique under gather
+    return _info_nce_unit(u, sources, inv_tau, None, "negative", gather, "mean", "local", None)
 
 
 def info_nce_dense(
@@ -346,10 +545,17 @@ def info_nce_dense(
 ) -> Tensor:
     """Reference InfoNCE that materialises the full (N, N) matrix and relies on autograd.
 
-    Same contract as :func:`info_nce` (one process only); kept for cross-checks and benchmarks.
+    Same contract as :func:`info_nce` (one process only, no single-view check); kept for
+    cross-checks and benchmarks.
     """
     inv_tau = 1.0 / _check_positive_finite("temperature", temperature)
-    u = unit_rows(z)
+    if group_policy not in GROUP_POLICIES:
+        raise ValueError(f"group_policy must be one of {GROUP_POLICIES}, got {group_policy!r}")
+    _check_rows("z", z, min_rows=2)
+    sources = _check_labels("sources", sources, z.shape[0]).to(z.device)
+    if groups is not None:
+        groups = _check_labels("groups", groups, z.shape[0]).to(z.device)
+    u = unit_rows(z, "z")
     logits = u @ u.T * inv_tau  # (N, N)
     index = torch.arange(u.shape[0], device=u.device)
     positive, kept = pair_masks(
@@ -407,13 +613,21 @@ def align_loss(x: Tensor, y: Tensor, alpha: float = 2.0, *, gather: Gather | Non
 
     Returns:
         () scalar in [0, 2**alpha].
+
+    Raises:
+        NonFiniteError, ZeroNormError: naming ``x`` or ``y`` (see :func:`unit_rows`).
     """
     alpha = _check_positive_finite("alpha", alpha)
     _check_rows("x", x)
     _check_rows("y", y)
     if x.shape != y.shape:
         raise ValueError(f"x and y must have one shape, got {tuple(x.shape)} and {tuple(y.shape)}")
-    sq = (unit_rows(x) - unit_rows(y)).pow(2).sum(dim=1)  # (N,)
+    u, v = unit_rows(x, "x", gather=gather), unit_rows(y, "y", gather=gather)
+    return _align_unit(u, v, alpha, gather)
+
+
+def _align_unit(u: Tensor, v: Tensor, alpha: float, gather: Gather | None) -> Tensor:
+    sq = (u - v).pow(2).sum(dim=1)  # (N,)
     return _global_mean(_safe_pow(sq, alpha / 2).mean(), gather)
 
 
@@ -427,21 +641,27 @@ def uniform_loss(x: Tensor, t: float = 2.0, *, gather: Gather | None = None) -> 
     Returns:
         () scalar in [-4t, 0]; 0 is total collapse. Never underflows: no exp is taken outside
         the logsumexp.
+
+    Raises:
+        NonFiniteError, ZeroNormError: naming ``x`` (see :func:`unit_rows`).
     """
     t = _check_positive_finite("t", t)
     _check_rows("x", x)
-    u = unit_rows(x)
+    return _uniform_unit(unit_rows(x, "x", gather=gather), t, gather, "x")
+
+
+def _uniform_unit(u: Tensor, t: float, gather: Gather | None, name: str) -> Tensor:
     n = u.shape[0]
     if gather is None:
         if n < 2:
-            raise ValueError(f"x: uniformity needs at least 2 points, got {n}")
+            raise ValueError(f"{name}: uniformity needs at least 2 points, got {n}")
         upper = torch.ones(n, n, dtype=torch.bool, device=u.device).triu_(diagonal=1)
         sq = (2 - 2 * u @ u.T).clamp_min(0)[upper]  # (n(n-1)/2,) squared distances, i < j
         return torch.logsumexp(-t * sq, dim=0) - math.log(sq.shape[0])
     # Data parallel: this rank's rows against every other row, then a log-sum over ranks.
     rank, world = _world()
     if n * world < 2:
-        raise ValueError(f"x: uniformity needs at least 2 points, got {n * world}")
+        raise ValueError(f"{name}: uniformity needs at least 2 points, got {n * world}")
     everyone = gather(u)  # (M, D)
     sq = (2 - 2 * u @ everyone.T).clamp_min(0)  # (N, M)
     cols = torch.arange(everyone.shape[0], device=u.device)
@@ -463,17 +683,28 @@ def align_uniform_loss(
     """``align(z1, z2; alpha) + lam * (uniform(z1; t) + uniform(z2; t)) / 2``.
 
     Args:
-        z1, z2: (N, D) two views of N sources; rows are L2-normalised inside.
+        z1, z2: (N, D) two views of N sources; rows are L2-normalised inside (once each).
         lam: uniformity weight λ >= 0 (a study sets it as λ·t / t).
         t: uniformity kernel width > 0.
         alpha: alignment exponent > 0.
 
     Returns:
         () scalar.
+
+    Raises:
+        NonFiniteError, ZeroNormError: naming ``z1`` or ``z2`` (see :func:`unit_rows`).
     """
     lam = float(lam)
     if not math.isfinite(lam) or lam < 0:
         raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
-    align = align_loss(z1, z2, alpha, gather=gather)
-    uniform = (uniform_loss(z1, t, gather=gather) + uniform_loss(z2, t, gather=gather)) / 2
+    alpha = _check_positive_finite("alpha", alpha)
+    t = _check_positive_finite("t", t)
+    _check_rows("z1", z1)
+    _check_rows("z2", z2)
+    if z1.shape != z2.shape:
+        shapes = f"{tuple(z1.shape)} and {tuple(z2.shape)}"
+        raise ValueError(f"z1 and z2 must have one shape, got {shapes}")
+    u1, u2 = unit_rows(z1, "z1", gather=gather), unit_rows(z2, "z2", gather=gather)
+    align = _align_unit(u1, u2, alpha, gather)
+    uniform = (_uniform_unit(u1, t, gather, "z1") + _uniform_unit(u2, t, gather, "z2")) / 2
     return align + lam * uniform

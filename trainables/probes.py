@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from trainables.objectives import unit_rows
+from trainables.objectives import unit_rows_or_zero
 
 # Elements of one (test chunk × train chunk) similarity block: 2**22 float32 = 16 MiB.
 KNN_BLOCK_ELEMENTS = 2**22
@@ -55,7 +55,7 @@ def knn_predict(
         raise ValueError(f"k must be >= 1, got {k}")
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    train_u, test_u = unit_rows(train_x), unit_rows(test_x).to(train_x.device)
+    train_u, test_u = unit_rows_or_zero(train_x), unit_rows_or_zero(test_x).to(train_x.device)
     train_y = train_y.to(train_u.device).long()
     k = min(k, train_u.shape[0])
     classes = num_classes or int(train_y.max()) + 1
