@@ -3,9 +3,11 @@ written as one self-contained ``report.html`` (figures embedded) plus the pieces
 
 Compute first (:func:`analyse` returns a frozen :class:`StudyAnalysis`), then write
 (:func:`write_report`). The JSON summary is the contract of ``study report --json``: ``study``,
-``n_trials``, ``responses`` (metric -> ``r2``, ``adj_r2``, ``lack_of_fit_p``, ``stationary_kind``,
-``optimum``, ``predicted``, ``interval``, …) and ``frontier`` (the point ids on the z
-alignment–uniformity frontier).
+``n_trials``, ``responses`` (metric -> ``model``, ``status``, ``r2``, ``adj_r2``, ``press``,
+``pred_r2``, ``lack_of_fit_p``, ``stationary_kind``, ``optimum``, ``predicted``, ``interval``,
+``notes``, …) and ``frontier`` (the point ids on the z alignment–uniformity frontier). What is
+undefined is null, never 0 or inf, and ``notes`` says why in words (a constant response: status
+"no variation", nothing modelled).
 """
 
 from __future__ import annotations
@@ -13,14 +15,20 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
 from analysis.frontier import pareto_frontier
-from analysis.surface import ResponseSurface, UnsupportedDesignError, fit_response_surface
+from analysis.surface import (
+    NoVariationError,
+    ResponseSurface,
+    UnsupportedDesignError,
+    fit_response_surface,
+)
 
 DEFAULT_RESPONSES = (
     "probe/knn_top1_h", "probe/linear_top1_h", "probe/knn_top1_z", "z/align", "z/uniform",
@@ -36,19 +44,33 @@ MODEL_LADDER = (
 
 @dataclass(frozen=True)
 class ResponseFit:
-    """The fit of one response, or why there is none."""
+    """The fit of one response, or why there is none.
+
+    ``status`` is "fitted" (``surface`` holds the model), "no variation" (the response is constant,
+    missing, or present in one trial: nothing was modelled and ``reason`` says so in words) or
+    "unsupported" (no model of :data:`MODEL_LADDER` fits the design; ``reason`` says why each
+    failed). Left empty it follows from ``surface``."""
 
     response: str
     model: str | None
     surface: ResponseSurface | None
     reason: str = ""
+    status: Literal["fitted", "no variation", "unsupported", ""] = ""
+
+    def __post_init__(self):
+        if not self.status:
+            object.__setattr__(self, "status", "unsupported" if self.surface is None else "fitted")
 
     def to_json(self) -> dict[str, Any]:
         if self.surface is None:
-            return {"model": None, "r2": None, "adj_r2": None, "lack_of_fit_p": None,
+            return {"model": None, "status": self.status, "r2": None, "adj_r2": None,
+                    "press": None, "pred_r2": None, "lack_of_fit_p": None,
                     "stationary_kind": None, "optimum": None, "predicted": None,
                     "interval": None, "notes": [self.reason]}  # fmt: skip
-        return {"model": self.model, **self.surface.to_json()}
+        data = {"model": self.model, "status": self.status, **self.surface.to_json()}
+        if self.reason:
+            data["notes"] = [*data["notes"], self.reason]
+        return data
 
 
 @dataclass(frozen=True)
@@ -75,9 +97,11 @@ def fit_best_supported(df: pd.DataFrame, response: str) -> ResponseFit:
         try:
             return ResponseFit(response, name, fit_response_surface(df, response, **options),
                                "; ".join(reasons))  # fmt: skip
+        except NoVariationError as err:  # no simpler model helps: say why once and stop
+            return ResponseFit(response, None, None, str(err), "no variation")
         except UnsupportedDesignError as err:
             reasons.append(f"{name}: {err}")
-    return ResponseFit(response, None, None, "; ".join(reasons))
+    return ResponseFit(response, None, None, "; ".join(reasons), "unsupported")
 
 
 def analyse(df: pd.DataFrame, responses: tuple[str, ...] | None = None) -> StudyAnalysis:
@@ -100,25 +124,42 @@ def _png_data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()
 
 
+def _num(value: float | None, spec: str) -> str:
+    """``value`` formatted by ``spec``, or "n/a" when it is None or not finite (see the notes)."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return format(value, spec)
+
+
 def _fit_html(fit: ResponseFit) -> str:
     if fit.surface is None:
-        return f"<h3>{html.escape(fit.response)}</h3><p>No model: {html.escape(fit.reason)}</p>"
+        lead = "Nothing modelled" if fit.status == "no variation" else "No model"
+        return f"<h3>{html.escape(fit.response)}</h3><p>{lead}: {html.escape(fit.reason)}</p>"
     s = fit.surface
-    lof = "n/a" if s.lack_of_fit_p is None else f"{s.lack_of_fit_p:.3g}"
-    optimum = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
-                        for k, v in s.optimum.items())  # fmt: skip
+    if s.optimum is None:
+        optimum = "<p>No optimum: the fitted surface is flat (see the notes).</p>"
+    else:
+        point = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
+                          for k, v in s.optimum.items())  # fmt: skip
+        ci = (
+            "no confidence interval: see the notes"
+            if s.interval is None
+            else f"95% CI {_num(s.interval[0], '.4g')} … {_num(s.interval[1], '.4g')}"
+        )
+        optimum = (f"<p>Predicted optimum in the design region: {html.escape(point)} → "
+                   f"{_num(s.predicted, '.4g')} ({ci}).</p>")  # fmt: skip
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in (*s.notes, fit.reason) if n)
     return (
         f"<h3>{html.escape(s.response)} ({s.goal})</h3>"
-        f"<p>Model: {html.escape(fit.model or '')}. n = {s.n}, R² = {s.r2:.3f}, adjusted R² = "
-        f"{s.adj_r2:.3f}, predicted R² = {s.pred_r2:.3f}, PRESS = {s.press:.4g}, lack-of-fit p = "
-        f"{lof}. Stationary point: {s.stationary_kind or 'none'}.</p>"
-        f"<p>Predicted optimum in the design region: {html.escape(optimum)} → {s.predicted:.4g} "
-        f"(95% CI {s.interval[0]:.4g} … {s.interval[1]:.4g}).</p>"
+        f"<p>Model: {html.escape(fit.model or '')}. n = {s.n}, R² = {_num(s.r2, '.3f')}, "
+        f"adjusted R² = {_num(s.adj_r2, '.3f')}, predicted R² = {_num(s.pred_r2, '.3f')}, "
+        f"PRESS = {_num(s.press, '.4g')}, lack-of-fit p = {_num(s.lack_of_fit_p, '.3g')}. "
+        f"Stationary point: {s.stationary_kind or 'none'}.</p>"
+        f"{optimum}"
         f"<ul>{notes}</ul>"
         f"<details><summary>coefficients and ANOVA</summary>"
-        f"{s.coefficients.to_html(float_format=lambda v: f'{v:.4g}')}"
-        f"{s.anova.to_html(float_format=lambda v: f'{v:.4g}')}</details>"
+        f"{s.coefficients.to_html(float_format=lambda v: f'{v:.4g}', na_rep='n/a')}"
+        f"{s.anova.to_html(float_format=lambda v: f'{v:.4g}', na_rep='n/a')}</details>"
     )
 
 
@@ -133,7 +174,8 @@ def write_report(
     out = Path(out_dir)
     figures_dir = out / "figures"
     figures_dir.mkdir(parents=True, exist_ok=True)
-    surfaces = {r: f.surface for r, f in analysis.fits.items() if f.surface is not None}
+    surfaces = {r: f.surface for r, f in analysis.fits.items()  # a flat one has no optimum
+                if f.surface is not None and f.surface.optimum is not None}  # fmt: skip
     written: dict[str, Path] = {}
     figure_html = []
     for name, fig in all_figures(analysis.results, history=history, surfaces=surfaces).items():

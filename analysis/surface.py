@@ -16,10 +16,26 @@ The result is a frozen :class:`ResponseSurface`: ANOVA table, coefficients with 
 intervals, R², adjusted R², PRESS and predicted R², the lack-of-fit test when replicated points
 give pure error, the stationary point and its kind, and the predicted optimum inside the design
 region (the box spanned by the observed levels) with its confidence interval.
+
+Nothing is computed from a variance that is zero or undefined. Differences in a response no larger
+than :data:`RELATIVE_TOLERANCE` × its largest magnitude (max |y|) are float noise, and a sum of
+squares over n trials no larger than n × (that tolerance)² is zero:
+
+* a response that is constant (or missing everywhere, or present in one trial) raises
+  :class:`NoVariationError` and nothing is modelled;
+* replicates that agree exactly (pure error 0) leave the lack-of-fit F undefined: its p is None
+  with a note; the model is still fitted and its intervals come from the residual mean square;
+* a model that reproduces every trial (residual variance 0) has no standard errors, t or p-values
+  (NaN) and no intervals (None); its coefficients, optimum and prediction are exact;
+* a fitted surface that is flat (no factor moves the prediction) has no optimum (None), and a
+  quadratic part without curvature in some direction has no stationary point.
+
+Every such case is named in ``notes``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -34,8 +50,24 @@ from scipy import optimize, stats
 Goal = Literal["max", "min"]
 
 
+RELATIVE_TOLERANCE = 1e-9
+"""Two values of a response that differ by at most this × max |y| over the fitted trials are
+equal (float noise, e.g. 0.1 + 0.2 against 0.3); see the module docstring."""
+
+
 class UnsupportedDesignError(ValueError):
     """The design cannot estimate the requested model."""
+
+
+class NoVariationError(UnsupportedDesignError):
+    """The response has no variation to model: constant (to within :data:`RELATIVE_TOLERANCE`),
+    missing in every trial, or present in only one. No simpler model can help, so callers walking
+    a ladder of models should stop at this error (a subclass of :class:`UnsupportedDesignError`
+    so that callers catching that still handle it)."""
+
+    def __init__(self, response: str, message: str):
+        super().__init__(message)
+        self.response = response
 
 
 @dataclass(frozen=True)
@@ -68,7 +100,12 @@ class FactorCoding:
 
 @dataclass(frozen=True)
 class ResponseSurface:
-    """A fitted second-order model of one response. Build with :func:`fit_response_surface`."""
+    """A fitted second-order model of one response. Build with :func:`fit_response_surface`.
+
+    What is undefined is None (NaN in the coefficient and ANOVA tables) and ``notes`` says why:
+    ``lack_of_fit_p`` without pure error; ``optimum``, ``optimum_coded``, ``predicted`` and
+    ``interval`` for a flat surface; ``interval`` (and every standard error, t and p) when
+    ``exact`` (the model reproduces every trial: residual variance 0)."""
 
     response: str
     goal: Goal
@@ -84,14 +121,15 @@ class ResponseSurface:
     press: float
     pred_r2: float
     lack_of_fit_p: float | None
-    lack_of_fit: dict[str, float] | None
+    lack_of_fit: dict[str, float | None] | None
     stationary_point: dict[str, float] | None
     stationary_kind: str | None
-    optimum: dict[str, Any]
-    optimum_coded: dict[str, float]
-    predicted: float
-    interval: tuple[float, float]
+    optimum: dict[str, Any] | None
+    optimum_coded: dict[str, float] | None
+    predicted: float | None
+    interval: tuple[float, float] | None
     notes: tuple[str, ...]
+    exact: bool
     data: pd.DataFrame = field(repr=False)
     _fit: Any = field(repr=False, compare=False)
 
@@ -102,11 +140,14 @@ class ResponseSurface:
             frame: one column per factor (natural units: τ, not log τ).
 
         Returns:
-            DataFrame with columns ``mean``, ``lower``, ``upper`` (one row per input row).
+            DataFrame with columns ``mean``, ``lower``, ``upper`` (one row per input row);
+            ``lower`` and ``upper`` are NaN when the fit is exact (residual variance 0).
         """
         summary = self._fit.get_prediction(_coded_frame(frame, self.coding)).summary_frame(alpha)
         out = summary[["mean", "mean_ci_lower", "mean_ci_upper"]].copy()
         out.columns = ["mean", "lower", "upper"]
+        if self.exact:
+            out[["lower", "upper"]] = math.nan
         return out.reset_index(drop=True)
 
     def to_json(self) -> dict[str, Any]:
@@ -129,9 +170,13 @@ class ResponseSurface:
             "stationary_point": None
             if self.stationary_point is None
             else {k: plain(v) for k, v in self.stationary_point.items()},
-            "optimum": {k: plain(v) for k, v in self.optimum.items()},
+            "optimum": None
+            if self.optimum is None
+            else {k: plain(v) for k, v in self.optimum.items()},
             "predicted": plain(self.predicted),
-            "interval": [plain(self.interval[0]), plain(self.interval[1])],
+            "interval": None
+            if self.interval is None
+            else [plain(self.interval[0]), plain(self.interval[1])],
             "notes": list(self.notes),
         }
 
@@ -236,6 +281,11 @@ def fit_response_surface(
     data = data.dropna(subset=[response])
     if missing:
         notes.append(f"{missing} trials without {response} were left out")
+    infinite = ~np.isfinite(data[response].astype(float))
+    if infinite.any():
+        notes.append(f"{int(infinite.sum())} trials with a non-finite {response} were left out")
+        data = data[~infinite]
+    _require_variation(data, response, factors, notes)
     constant = [f for f in factors if data[f].nunique() < 2]
     if constant:
         notes.append(f"factors with one level left out: {', '.join(constant)}")
@@ -253,6 +303,47 @@ def fit_response_surface(
     fit = model.fit()
     return _result(df, data, response, goal, tuple(factors), coding, formula, terms, fit, coded,
                    notes, alpha)  # fmt: skip
+
+
+def _show(value: float) -> str:
+    """A response value as a reader would write it: 1.0, 0.3 (not 0.30000000000000004)."""
+    return repr(float(f"{value:.10g}"))
+
+
+def _require_variation(data: pd.DataFrame, response: str, factors: list[str], notes: list[str]):
+    """Raise :class:`NoVariationError` (in words) unless ``response`` varies over the trials."""
+    y = data[response].astype(float).to_numpy()
+    dropped = f" ({'; '.join(notes)})" if notes else ""
+    if len(y) == 0:
+        raise NoVariationError(
+            response, f"{response} has no value in any trial: nothing was modelled{dropped}"
+        )
+    if len(y) == 1:
+        at = ", ".join(f"{f} = {data[f].iloc[0]}" for f in factors)
+        raise NoVariationError(
+            response,
+            f"{response} has a value in only one trial ({_show(y[0])} at {at}): one value carries "
+            f"no information about the factors; nothing was modelled{dropped}",
+        )
+    spread = float(y.max() - y.min())
+    if spread <= RELATIVE_TOLERANCE * float(np.abs(y).max()):
+        noise = (
+            f" (to within float noise: they differ by {spread:.2g}, at most "
+            f"{RELATIVE_TOLERANCE:g} × max |{response}|)"
+            if spread > 0
+            else ""
+        )
+        raise NoVariationError(
+            response,
+            f"{response} is {_show(float(np.median(y)))} in all {len(y)} trials{noise}: a constant "
+            f"response carries no information about the factors; nothing was modelled{dropped}",
+        )
+
+
+def _negligible_ss(ss: float, n: int, scale: float) -> bool:
+    """A sum of squares over ``n`` trials that is float noise next to a response of size
+    ``scale`` (max |y|): every term at most (RELATIVE_TOLERANCE × scale)² on average."""
+    return ss <= n * (RELATIVE_TOLERANCE * scale) ** 2
 
 
 def _check_estimable(model, terms: list[str], n: int) -> None:
@@ -278,20 +369,43 @@ def _press(fit) -> float:
     return float(np.sum((fit.resid / (1 - leverage)) ** 2))
 
 
-def _lack_of_fit(fit, coded: pd.DataFrame, factors: tuple[str, ...]) -> dict[str, float] | None:
-    """Pure error from replicated points against the residual: the classic LOF F test."""
+def _lack_of_fit(
+    fit, coded: pd.DataFrame, factors: tuple[str, ...], scale: float
+) -> tuple[dict[str, float | None] | None, str | None]:
+    """Pure error from replicated points against the residual: the classic LOF F test.
+
+    Returns the test (``f`` and ``p`` None when pure error is zero: F is then x/0 or 0/0, which
+    tests nothing) and a note saying why there is no p, if there is none."""
     groups = coded.groupby(list(factors), sort=False)["y"]
     pure_ss = float(groups.apply(lambda g: ((g - g.mean()) ** 2).sum()).sum())
     n_points = groups.ngroups
     df_pure = len(coded) - n_points
     df_lof = n_points - len(fit.params)
-    if df_pure < 1 or df_lof < 1:
-        return None
-    lof_ss = float(fit.ssr) - pure_ss
-    f_value = (lof_ss / df_lof) / (pure_ss / df_pure) if pure_ss > 0 else math.inf
-    p_value = float(stats.f.sf(f_value, df_lof, df_pure)) if math.isfinite(f_value) else 0.0
-    return {"ss_lack_of_fit": lof_ss, "df_lack_of_fit": df_lof, "ss_pure_error": pure_ss,
-            "df_pure_error": df_pure, "f": f_value, "p": p_value}  # fmt: skip
+    if df_pure < 1:
+        return None, "no lack-of-fit test: no replicated points (no pure error)"
+    if df_lof < 1:
+        return None, (
+            f"no lack-of-fit test: {n_points} distinct points for {len(fit.params)} coefficients "
+            "leave no degrees of freedom for lack of fit"
+        )
+    n = len(coded)
+    ssr = float(fit.ssr)
+    residual_zero = _negligible_ss(ssr, n, scale)
+    pure_zero = _negligible_ss(pure_ss, n, scale)
+    lof_ss = 0.0 if residual_zero or _negligible_ss(ssr - pure_ss, n, scale) else ssr - pure_ss
+    test = {"ss_lack_of_fit": lof_ss, "df_lack_of_fit": df_lof,
+            "ss_pure_error": 0.0 if pure_zero else pure_ss, "df_pure_error": df_pure,
+            "f": None, "p": None}  # fmt: skip
+    if pure_zero:
+        what = "0/0" if lof_ss == 0 else "a lack-of-fit mean square over 0"
+        return test, (
+            f"no lack-of-fit test: the replicates of every point agree exactly (pure-error sum of "
+            f"squares 0 on {df_pure} df), so the F ratio is {what} and tests nothing; p is null"
+            + ("" if residual_zero else "; intervals use the residual mean square instead")
+        )
+    f_value = (lof_ss / df_lof) / (pure_ss / df_pure)
+    test["f"], test["p"] = f_value, float(stats.f.sf(f_value, df_lof, df_pure))
+    return test, None
 
 
 def _design_rows(coding: dict[str, FactorCoding], coded_numeric: dict[str, float], combo: dict):
@@ -338,8 +452,26 @@ def _optimum(fit, coding, goal: Goal):
     return best[1], best[2]
 
 
-def _stationary(fit, coding, combo) -> tuple[dict[str, float] | None, str | None, str | None]:
-    """x_s = -½ B⁻¹ b of the numeric part at the optimum's categorical levels, and its kind."""
+def _idle_factors(fit, coding, coded_best: dict[str, float], combo, scale: float) -> list[str]:
+    """Numeric factors along which the prediction at the optimum does not change (to within
+    float noise next to ``scale``): any level of them is as good, so their place in the optimum
+    would be float noise."""
+    numeric = [n for n, c in coding.items() if c.kind == "numeric"]
+    base = {**coded_best, **{k: str(v) for k, v in combo.items()}}
+    idle = []
+    for name in numeric:
+        frame = pd.DataFrame([{**base, name: x} for x in np.linspace(-1, 1, 5)])
+        values = fit.predict(frame).to_numpy()
+        if float(values.max() - values.min()) <= RELATIVE_TOLERANCE * scale:
+            idle.append(name)
+    return idle
+
+
+def _stationary(
+    fit, coding, combo, scale: float
+) -> tuple[dict[str, float] | None, str | None, str | None]:
+    """x_s = -½ B⁻¹ b of the numeric part at the optimum's categorical levels, and its kind;
+    none when the curvature along some direction is float noise next to ``scale`` (max |y|)."""
     numeric = [n for n, c in coding.items() if c.kind == "numeric"]
     if not numeric:
         return None, None, "no stationary point: no numeric factor"
@@ -367,11 +499,14 @@ def _stationary(fit, coding, combo) -> tuple[dict[str, float] | None, str | None
             value = (predict(e_i + e_j) - predict(e_i - e_j) - predict(-e_i + e_j)
                      + predict(-e_i - e_j)) / 4  # fmt: skip
             hessian[i, j] = hessian[j, i] = value
-    try:
-        x_s = np.linalg.solve(hessian, -b)
-    except np.linalg.LinAlgError:
-        return None, None, "no stationary point: the quadratic part is singular"
     eig = np.linalg.eigvalsh(hessian)
+    if np.min(np.abs(eig)) <= RELATIVE_TOLERANCE * scale:
+        note = (
+            "no stationary point: the quadratic part is singular (no curvature along some "
+            "direction, to within float noise), so the surface is a ridge or a plane there"
+        )
+        return None, None, note
+    x_s = np.linalg.solve(hessian, -b)
     kind = "maximum" if np.all(eig < 0) else "minimum" if np.all(eig > 0) else "saddle"
     point = {n: float(coding[n].decode(x_s[i])) for i, n in enumerate(numeric)}
     note = None
@@ -380,29 +515,82 @@ def _stationary(fit, coding, combo) -> tuple[dict[str, float] | None, str | None
     return point, kind, note
 
 
-def _result(df, data, response, goal, factors, coding, formula, terms, fit, coded, notes, alpha):
-    coefficients = pd.DataFrame({
-        "estimate": fit.params, "std_err": fit.bse,
-        "ci_low": fit.conf_int(alpha)[0], "ci_high": fit.conf_int(alpha)[1], "p": fit.pvalues,
+def _coefficients(fit, alpha: float, exact: bool) -> pd.DataFrame:
+    if exact:  # standard errors are 0: t = b/0 and p from it are undefined, intervals empty
+        nan = np.full(len(fit.params), math.nan)
+        return pd.DataFrame({"estimate": fit.params, "std_err": nan, "ci_low": nan,
+                             "ci_high": nan, "p": nan})  # fmt: skip
+    ci = fit.conf_int(alpha)
+    return pd.DataFrame({
+        "estimate": fit.params, "std_err": fit.bse, "ci_low": ci[0], "ci_high": ci[1],
+        "p": fit.pvalues,
     })  # fmt: skip
-    try:
-        anova = sm.stats.anova_lm(fit, typ=2)
-    except (ValueError, np.linalg.LinAlgError):
-        anova = sm.stats.anova_lm(fit, typ=1)
+
+
+def _anova(fit, exact: bool) -> pd.DataFrame:
+    quiet = np.errstate(divide="ignore", invalid="ignore") if exact else contextlib.nullcontext()
+    with quiet:
+        try:
+            anova = sm.stats.anova_lm(fit, typ=2)
+        except (ValueError, np.linalg.LinAlgError):
+            anova = sm.stats.anova_lm(fit, typ=1)
+    if exact:  # F = mean square / 0: undefined
+        anova[["F", "PR(>F)"]] = math.nan
+    return anova
+
+
+def _result(df, data, response, goal, factors, coding, formula, terms, fit, coded, notes, alpha):
+    n = len(coded)
+    scale = float(coded["y"].abs().max())
+    exact = _negligible_ss(float(fit.ssr), n, scale)
+    if exact:
+        notes.append(
+            f"the model reproduces all {n} trials (residual variance 0 to within float noise): "
+            "standard errors, t and p-values and confidence intervals are undefined (0/0) and "
+            "left empty; the coefficients and the optimum are exact for these data"
+        )
+    coefficients = _coefficients(fit, alpha, exact)
+    anova = _anova(fit, exact)
     press = _press(fit)
     sst = float(((coded["y"] - coded["y"].mean()) ** 2).sum())
-    lof = _lack_of_fit(fit, coded, factors)
-    if lof is None:
-        notes.append("no lack-of-fit test: no replicated points or no spare degrees of freedom")
-    coded_best, combo = _optimum(fit, coding, goal)
-    optimum = _design_rows(coding, coded_best, combo)
-    for name, c in coding.items():
-        if c.kind == "numeric" and c.integer:
-            optimum[name] = round(optimum[name])
-    stationary, kind, note = _stationary(fit, coding, combo)
+    if not math.isfinite(press):
+        notes.append("no PRESS or predicted R²: a trial has leverage 1 (the model fits it exactly "
+                     "whatever its value)")  # fmt: skip
+    lof, note = _lack_of_fit(fit, coded, factors, scale)
     if note:
         notes.append(note)
-    summary = fit.get_prediction(_coded_frame(pd.DataFrame([optimum]), coding)).summary_frame(alpha)
+    fitted = fit.fittedvalues.to_numpy()
+    flat = float(fitted.max() - fitted.min()) <= RELATIVE_TOLERANCE * scale
+    optimum = coded_best = predicted = interval = stationary = kind = None
+    if flat:
+        notes.append(
+            f"the fitted surface is flat (its predictions at the design points agree to within "
+            f"float noise, {_show(float(fitted.mean()))}): no factor moves {response}, so there "
+            "is no optimum and no stationary point"
+        )
+    else:
+        coded_best, combo = _optimum(fit, coding, goal)
+        for name in _idle_factors(fit, coding, coded_best, combo, scale):
+            c = coding[name]
+            coded_best[name] = 0.0
+            notes.append(
+                f"the optimum is not unique: {name} does not move the prediction there (to within "
+                f"float noise), so any {name} in [{c.low:g}, {c.high:g}] is as good; the optimum "
+                "shows the centre of that range"
+            )
+        optimum = _design_rows(coding, coded_best, combo)
+        for name, c in coding.items():
+            if c.kind == "numeric" and c.integer:
+                optimum[name] = round(optimum[name])
+        stationary, kind, note = _stationary(fit, coding, combo, scale)
+        if note:
+            notes.append(note)
+        at = _coded_frame(pd.DataFrame([optimum]), coding)
+        summary = fit.get_prediction(at).summary_frame(alpha)
+        predicted = float(summary["mean"].iloc[0])
+        if not exact:
+            interval = (float(summary["mean_ci_lower"].iloc[0]),
+                        float(summary["mean_ci_upper"].iloc[0]))  # fmt: skip
     return ResponseSurface(
         response=response, goal=goal, factors=factors, coding=coding, formula=formula,
         n=int(fit.nobs), terms=tuple(terms), anova=anova, coefficients=coefficients,
@@ -410,7 +598,6 @@ def _result(df, data, response, goal, factors, coding, formula, terms, fit, code
         pred_r2=1 - press / sst if sst > 0 and math.isfinite(press) else math.nan,
         lack_of_fit_p=None if lof is None else lof["p"], lack_of_fit=lof,
         stationary_point=stationary, stationary_kind=kind, optimum=optimum,
-        optimum_coded=coded_best, predicted=float(summary["mean"].iloc[0]),
-        interval=(float(summary["mean_ci_lower"].iloc[0]), float(summary["mean_ci_upper"].iloc[0])),
-        notes=tuple(notes), data=data.reset_index(drop=True), _fit=fit,
+        optimum_coded=coded_best, predicted=predicted, interval=interval,
+        notes=tuple(notes), exact=exact, data=data.reset_index(drop=True), _fit=fit,
     )  # fmt: skip
