@@ -19,10 +19,18 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from analysis.record import TRIAL, decode_json_columns, results_table, study_runs
+
 
 def results_frame(table: pa.Table) -> pd.DataFrame:
+    """An Arrow results table as a DataFrame: list columns as tuples, integer columns with
+    missing values as pandas' nullable Int64 (not floats)."""
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     frame = table.to_pandas()
+    decode_json_columns(frame, json.loads(meta.get("json_columns") or "[]"))
+    for column in table.schema:
+        if pa.types.is_integer(column.type) and table[column.name].null_count:
+            frame[column.name] = pd.array(table[column.name].to_pylist(), dtype="Int64")
     frame.attrs["study"] = meta.get("study", "")
     frame.attrs["factors"] = json.loads(meta.get("factors", "[]"))
     frame.attrs["spec_sha"] = meta.get("spec_sha", "")
@@ -40,12 +48,19 @@ def read_results(path: str | Path) -> pd.DataFrame:
 
 
 def load_study(name: str, tracking_uri: str | None = None) -> pd.DataFrame:
-    """One row per trial, read from the MLflow record (the same columns as ``read_results``)."""
-    from study.export import results_table
-    from study.record import StudyRecord, default_tracking_uri
+    """One row per trial, read from the MLflow record (the same columns as ``read_results``).
 
-    record = StudyRecord(tracking_uri or default_tracking_uri(), name)
-    return results_frame(results_table(record))
+    Raises:
+        LookupError: the store has no (active) experiment of that name.
+    """
+    from mlflow.tracking import MlflowClient
+
+    return results_frame(results_table(MlflowClient(_uri(tracking_uri)), name))
+
+
+def _uri(tracking_uri: str | None) -> str:
+    """The embedded store in the working directory unless a URI is given."""
+    return tracking_uri or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
 
 
 def load_history(
@@ -53,17 +68,21 @@ def load_history(
 ) -> pd.DataFrame:
     """Every evaluation of every trial: columns ``trial_key``, ``point_id``, ``replicate``,
     ``step`` (examples seen) and one column per metric."""
-    from study.record import StudyRecord, default_tracking_uri
+    from mlflow.tracking import MlflowClient
 
-    uri = tracking_uri or default_tracking_uri()
-    record = StudyRecord(uri, name)
-    runs = record.trial_runs()
+    uri = _uri(tracking_uri)
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None or experiment.lifecycle_stage != "active":
+        raise LookupError(f"no active MLflow experiment named {name!r} in {uri}")
+    runs = {r.data.tags["study.trial_key"]: r
+            for r in study_runs(client, experiment.experiment_id, TRIAL)}  # fmt: skip
     if uri.startswith("sqlite:///"):
         return _history_sqlite(uri.removeprefix("sqlite:///"), runs, metrics)
     rows = []
     for key, run in runs.items():
         for metric in metrics:
-            for m in record.client.get_metric_history(run.info.run_id, metric):
+            for m in client.get_metric_history(run.info.run_id, metric):
                 rows.append((key, metric, int(m.step), m.value))
     return _pivot(rows, runs, metrics)
 

@@ -996,7 +996,7 @@ def all_figures(
                 figures[f"probe_vs_temperature_{probe}"] = probe_vs_temperature(df, probe)
     for name, surface in (surfaces or {}).items():
         numeric = [f for f in surface.factors if surface.coding[f].kind == "numeric"]
-        if len(numeric) >= 2:
+        if len(numeric) >= 2 and surface.optimum is not None:  # a flat surface has no optimum
             key = f"contours_{_slug(name)}_{_slug(numeric[0])}_{_slug(numeric[1])}"
             figures[key] = surface_contours(surface, numeric[0], numeric[1])
     return figures

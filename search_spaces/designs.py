@@ -1,7 +1,13 @@
-"""Designs: a study file becomes a table of compute-matched trials (design point × replicate).
+"""Designs: a study file becomes compute-matched trials (design point × replicate).
 
-Points come from pyDOE (``fullfact``, ``fracfact``/``fracfact_by_res``, ``ccdesign``, ``lhs``);
-``optuna`` designs are adaptive and get their points from Ray Tune's OptunaSearch at run time.
+A design is one object, built by :func:`build_design`: a :class:`FixedDesign` (pyDOE's
+``fullfact``, ``fracfact``/``fracfact_by_res``, ``ccdesign``, ``lhs``: every trial known before
+anything runs) or an :class:`AdaptiveDesign` (``optuna``: trials proposed one by one by an
+Optuna sampler from the results so far). The runner asks either for a :class:`Schedule` given
+the trials already in the record (:class:`PastTrial`), launches what the schedule proposes,
+and reports each finished trial's value back; it never looks inside. A resumed study gets the
+same trials under the same keys: a fixed design's unfinished rows, an adaptive design's
+unfinished proposals (resumed from their checkpoints) before any new proposal.
 Continuous values for integer fields are snapped: ``batch_size`` to the nearest divisor of
 ``budget_examples`` inside the factor's bounds (so compute still matches exactly), other integers
 to the nearest integer; the table shows the snapped value and what it was snapped from.
@@ -10,6 +16,7 @@ Every row is validated as a :class:`TrialConfig` before anything runs.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import math
 import re
@@ -22,6 +29,8 @@ from pydoe import ccdesign, fracfact, fracfact_by_res, fullfact, lhs
 
 from search_spaces.spec import Factor, StudyError, StudySpec
 from trainables.config import TrialConfig
+from trainables.text import base_type
+from trainables.train import evaluation_metrics, final_metrics
 
 # Short names for run names: ``τ=0.1 B=128 aug=crop seed=1``.
 ABBREVIATIONS = {
@@ -30,13 +39,14 @@ ABBREVIATIONS = {
     "objective": "obj", "encoder": "enc", "dataset": "data", "projection": "head",
 }  # fmt: skip
 INTEGER_FIELDS = {
-    name for name, f in TrialConfig.model_fields.items() if f.annotation in (int, "int")
+    name for name, f in TrialConfig.model_fields.items() if base_type(f.annotation) is int
 }
+FINISHED = "FINISHED"
 
 
 @dataclass(frozen=True)
 class TrialPlan:
-    """One row of the design: a design point at one replicate, and its compute plan."""
+    """One trial: a design point at one replicate (or one adaptive proposal), its compute plan."""
 
     point_id: str
     replicate: int
@@ -44,10 +54,11 @@ class TrialPlan:
     factors: dict[str, Any]
     config: TrialConfig
     snapped: dict[str, float] = field(default_factory=dict)  # factor -> value before snapping
+    proposal: str | None = None  # adaptive designs: the key given to the proposal
 
     @property
     def key(self) -> str:
-        return f"{self.point_id}-r{self.replicate}"
+        return self.proposal or f"{self.point_id}-r{self.replicate}"
 
     @property
     def run_name(self) -> str:
@@ -66,17 +77,88 @@ class TrialPlan:
             "snapped": ", ".join(f"{k} {v:g}→{self.factors[k]}" for k, v in self.snapped.items()),
         }
 
+    def payload(self) -> dict[str, Any]:
+        """Everything a worker and the recorder need, as plain JSON data."""
+        return {
+            "key": self.key, "point_id": self.point_id, "replicate": self.replicate,
+            "seed": self.seed, "factors": dict(self.factors),
+            "trial": self.config.model_dump(mode="json"), "snapped": dict(self.snapped),
+            "proposal": self.proposal,
+        }  # fmt: skip
+
+    @classmethod
+    def from_payload(cls, data: dict[str, Any]) -> TrialPlan:
+        config = TrialConfig(**data["trial"])
+        factors = {k: getattr(config, k) for k in data["factors"]}  # typed, as the config holds
+        return cls(data["point_id"], data["replicate"], data["seed"], factors, config,
+                   dict(data.get("snapped") or {}), data.get("proposal"))  # fmt: skip
+
 
 @dataclass(frozen=True)
-class DesignTable:
-    """The whole plan of a study: its trials in run order."""
+class PastTrial:
+    """A trial as the record holds it: what the runner hands a design when a study resumes."""
+
+    key: str
+    status: str  # the MLflow run status: FINISHED, FAILED, KILLED, RUNNING, SCHEDULED
+    config: dict[str, Any]  # its TrialConfig fields, exactly as recorded
+    metrics: dict[str, float]  # final values
+
+
+class Schedule:
+    """What to launch now: trials in order, then (adaptive) proposals until ``remaining`` run.
+
+    ``next(trial_id)`` gives the next trial to launch (None when there is none);
+    ``observe(key, result)`` hands back a finished trial's last result (its final metrics; None
+    when it failed). Fixed designs ignore what they observe.
+    """
+
+    def __init__(self, queued: list[TrialPlan], remaining: int, done: int, total: int) -> None:
+        self.queued = list(queued)
+        self.remaining = remaining  # trials this run launches
+        self.done = done  # trials already FINISHED in the record
+        self.total = total
+        self.launched = 0
+
+    @property
+    def known(self) -> tuple[TrialPlan, ...]:
+        """Trials known before anything runs (their runs can be created up front)."""
+        return tuple(self.queued)
+
+    def next(self, trial_id: str) -> TrialPlan | None:
+        if self.launched >= self.remaining:
+            return None
+        plan = self.queued.pop(0) if self.queued else self._propose(trial_id)
+        if plan is not None:
+            self.launched += 1
+        return plan
+
+    def _propose(self, trial_id: str) -> TrialPlan | None:
+        return None
+
+    def observe(self, key: str, result: dict[str, Any] | None) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class FixedDesign:
+    """The whole plan of a study known up front: its trials in run order."""
 
     spec: StudySpec
     trials: tuple[TrialPlan, ...]
+    adaptive = False
 
     @property
-    def adaptive(self) -> bool:
-        return self.spec.design.kind == "optuna"
+    def total(self) -> int:
+        return len(self.trials)
+
+    def sample_config(self) -> TrialConfig:
+        return self.trials[0].config
+
+    def schedule(self, past: list[PastTrial]) -> Schedule:
+        """The trials without a FINISHED run, each under its own key (resumed, never doubled)."""
+        finished = {p.key for p in past if p.status == FINISHED}
+        pending = [t for t in self.trials if t.key not in finished]
+        return Schedule(pending, len(pending), len(self.trials) - len(pending), len(self.trials))
 
     def totals(self) -> dict[str, Any]:
         examples = {t.config.examples_seen for t in self.trials}
@@ -97,6 +179,16 @@ class DesignTable:
             "trials": [t.row() for t in self.trials],
             "totals": self.totals(),
         }
+
+
+DesignTable = FixedDesign  # the name the plan and its tests grew up with
+
+
+def _kind_words(name: str) -> str:
+    """What a TrialConfig field takes, in words (for messages)."""
+    kind = base_type(TrialConfig.model_fields[name].annotation)
+    return {int: "integers", float: "numbers", str: "text", bool: "booleans",
+            tuple: "lists"}.get(kind, "values of no numeric type")  # fmt: skip
 
 
 def _short(value: Any) -> str:
@@ -175,6 +267,58 @@ def _two_levels(name: str, factor: Factor) -> tuple[Any, Any]:
     return (int(lo), int(hi)) if name in INTEGER_FIELDS else (lo, hi)
 
 
+def _main_letters(n: int) -> str:
+    return "abcdefghijklmnopqrstuvwxyz"[:n]
+
+
+def check_generators(text: str, names: list[str]) -> list[str]:
+    """Validate a fractional-factorial generator string for these factors; returns its words.
+
+    Every word is one column: a single letter is a main factor (``a``, ``b``, …, one each), a
+    longer word the product of main factors (``ab``, ``-abc``). A word whose letters cancel to
+    a main factor (``aab`` is ``b``) or repeat another column would confound two factors: refused.
+    """
+    words = text.lower().split()
+    where = f"design.generators: {text!r}"
+    if len(words) != len(names):
+        raise StudyError(
+            f"{where} defines {len(words)} columns but the study has {len(names)} factors "
+            f"({', '.join(names)}): give one word per factor"
+        )
+    columns: dict[frozenset, str] = {}
+    for word in words:
+        bare = word.lstrip("+-")
+        if not bare.isalpha() or not bare.isascii():
+            raise StudyError(f"{where}: word {word!r} is not made of letters (a, b, ab, -abc)")
+    mains = [w.lstrip("+-") for w in words if len(w.lstrip("+-")) == 1]
+    if mains != list(_main_letters(len(mains))):
+        raise StudyError(
+            f"{where}: the main factors (single letters) must be "
+            f"{' '.join(_main_letters(len(mains))) or 'a b c …'}, once each and in that order; "
+            f"got {' '.join(mains) or 'none'}"
+        )
+    for word in words:
+        bare = word.lstrip("+-")
+        strange = sorted(set(bare) - set(mains))
+        if strange:
+            raise StudyError(
+                f"{where}: word {word!r} uses {', '.join(strange)}, which "
+                f"{'is not a main factor' if len(strange) == 1 else 'are not main factors'} "
+                f"(the main factors are the single letters: {', '.join(mains) or 'none'})"
+            )
+        # letters that appear twice cancel (x·x = 1 for ±1 columns)
+        product = frozenset(c for c in set(bare) if bare.count(c) % 2)
+        if not product:
+            raise StudyError(f"{where}: word {word!r} cancels to a constant column")
+        if product in columns:
+            raise StudyError(
+                f"{where}: column {word!r} equals column {columns[product]!r}, so two factors "
+                "would be confounded with each other; every column must differ"
+            )
+        columns[product] = word
+    return words
+
+
 def _points_fractional(spec: StudySpec) -> list[tuple[dict, dict]]:
     names = list(spec.factors)
     design = spec.design
@@ -185,14 +329,19 @@ def _points_fractional(spec: StudySpec) -> list[tuple[dict, dict]]:
         )
     lows_highs = {n: _two_levels(n, spec.factors[n]) for n in names}
     if design.generators:
-        coded = fracfact(design.generators)
-        if coded.shape[1] != len(names):
-            raise StudyError(
-                f"design.generators: {design.generators!r} defines {coded.shape[1]} columns "
-                f"but the study has {len(names)} factors"
-            )
+        check_generators(design.generators, names)
+        try:
+            coded = fracfact(design.generators.lower())
+        except ValueError as err:  # anything our check did not foresee still names the field
+            raise StudyError(f"design.generators: {design.generators!r}: {err}") from None
     else:
-        coded = fracfact_by_res(len(names), design.resolution or 3)
+        try:
+            coded = fracfact_by_res(len(names), design.resolution or 3)
+        except ValueError as err:
+            raise StudyError(
+                f"design.resolution: {design.resolution}: no two-level fractional factorial of "
+                f"that resolution for {len(names)} factors ({err})"
+            ) from None
     return [
         ({n: lows_highs[n][int(c > 0)] for n, c in zip(names, row, strict=True)}, {})
         for row in coded
@@ -203,9 +352,10 @@ def _points_central_composite(spec: StudySpec) -> list[tuple[dict, dict]]:
     numeric = [n for n, f in spec.factors.items() if f.is_numeric]
     categorical = [n for n in spec.factors if n not in numeric]
     if not numeric:
+        why = "; ".join(f"{n} takes {_kind_words(n)}" for n in categorical)
         raise StudyError(
             "design.kind: central_composite needs at least one numeric factor, got none "
-            f"({', '.join(categorical)} are categorical)"
+            f"({', '.join(categorical)} are categorical: {why})"
         )
     if len(numeric) == 1:
         coded = np.array([[-1.0], [1.0], [0.0]])
@@ -281,8 +431,8 @@ def trial_config(spec: StudySpec, factors: dict[str, Any], seed: int) -> TrialCo
         raise StudyError(f"{where}{msg} (at point {point})") from None
 
 
-def build_design(spec: StudySpec) -> DesignTable:
-    """Every trial of the study with its compute plan, validated, before anything runs."""
+def build_design(spec: StudySpec) -> FixedDesign | AdaptiveDesign:
+    """The study's design, every trial (or the adaptive space) validated before anything runs."""
     if "budget_examples" in spec.factors:
         levels = spec.factors["budget_examples"].levels or list(
             spec.factors["budget_examples"].range
@@ -291,8 +441,24 @@ def build_design(spec: StudySpec) -> DesignTable:
             f"factors.budget_examples: the budget cannot be a factor (got {levels}): every trial "
             "of a study sees the same number of examples (run one study per budget)"
         )
-    if spec.design.kind == "optuna":
-        return _optuna_table(spec)
+    adaptive = spec.design.kind == "optuna"
+    design = _adaptive_design(spec) if adaptive else _fixed_design(spec)
+    _check_metric("target.metric", spec.target.metric, evaluation_metrics(design.sample_config()))
+    return design
+
+
+def _check_metric(where: str, metric: str, reported: tuple[str, ...]) -> None:
+    """A metric no trial reports would be waited for in vain (and fail the study at its end)."""
+    if metric not in reported:
+        close = difflib.get_close_matches(metric, reported, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise StudyError(
+            f"{where}: {metric!r} is not a metric this study's trials report{hint} "
+            f"(they report {', '.join(reported)})"
+        )
+
+
+def _fixed_design(spec: StudySpec) -> FixedDesign:
     points = GENERATORS[spec.design.kind](spec)
     trials = []
     for index, (values, snapped) in enumerate(points):
@@ -303,11 +469,52 @@ def build_design(spec: StudySpec) -> DesignTable:
     examples = {t.config.examples_seen for t in trials}
     if len(examples) != 1:  # cannot happen while the budget is fixed; guard the invariant
         raise StudyError(f"trials would see different numbers of examples: {sorted(examples)}")
-    return DesignTable(spec, tuple(trials))
+    return FixedDesign(spec, tuple(trials))
 
 
-def _optuna_table(spec: StudySpec) -> DesignTable:
-    """Adaptive designs have no fixed points: validate the space at its corners instead."""
+# ---------------------------------------------------------------------------------------------
+# adaptive designs (Optuna)
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AdaptiveDesign:
+    """``samples`` trials proposed one at a time by Optuna's TPE sampler (seeded by
+    ``design.seed``) on ``design.metric``; every factor's space is validated up front."""
+
+    spec: StudySpec
+    trials: tuple[TrialPlan, ...] = ()
+    adaptive = True
+
+    @property
+    def total(self) -> int:
+        return int(self.spec.design.samples or 0)
+
+    def sample_config(self) -> TrialConfig:
+        return adaptive_sample(self.spec)
+
+    def schedule(self, past: list[PastTrial]) -> Schedule:
+        """Finished trials warm the sampler; unfinished ones are proposed again first, under
+        their own keys, so each resumes from its checkpoint in its own run."""
+        return _OptunaSchedule(self.spec, past)
+
+    def totals(self) -> dict[str, Any]:
+        budget = self.sample_config().examples_seen
+        return {"trials": self.total, "points": self.total, "replicates": 1,
+                "examples_per_trial": budget, "examples": budget * self.total,
+                "steps": None}  # fmt: skip
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "study": self.spec.study,
+            "design": self.spec.design.kind,
+            "spec_sha": self.spec.sha,
+            "trials": [],
+            "totals": self.totals(),
+            "adaptive": {"samples": self.total, "metric": self.spec.design.metric,
+                         "mode": self.spec.design.mode, "factors": list(self.spec.factors)},
+        }  # fmt: skip
+
+
+def _adaptive_design(spec: StudySpec) -> AdaptiveDesign:
     design = spec.design
     if not design.samples or not design.metric:
         raise StudyError("design: optuna needs samples (how many trials) and metric (to optimise)")
@@ -316,8 +523,12 @@ def _optuna_table(spec: StudySpec) -> DesignTable:
             f"design.replicates: optuna proposes each point once, got {design.replicates}; "
             "re-run the best points in a factorial study to replicate them"
         )
-    adaptive_sample(spec)  # the space's first corner must be a valid trial
-    return DesignTable(spec, ())
+    sample = adaptive_sample(spec)  # the space's first corner must be a valid trial
+    _check_metric("design.metric", design.metric, final_metrics(sample))
+    for name, factor in spec.factors.items():
+        if name == "batch_size" and factor.range is not None:
+            batch_sizes_matching(spec, factor, required=True)
+    return AdaptiveDesign(spec)
 
 
 def adaptive_sample(spec: StudySpec) -> TrialConfig:
@@ -332,8 +543,117 @@ def adaptive_sample(spec: StudySpec) -> TrialConfig:
     return trial_config(spec, values, spec.design.seed)
 
 
-def batch_sizes_matching(spec: StudySpec, factor: Factor) -> list[int]:
+def batch_sizes_matching(spec: StudySpec, factor: Factor, required: bool = False) -> list[int]:
     """Every batch size inside the factor's bounds that divides the budget (optuna's choices)."""
     budget = spec.trial.get("budget_examples", TrialConfig.model_fields["budget_examples"].default)
     lo, hi = factor.bounds
-    return [d for d in range(max(2, math.ceil(lo)), int(hi) + 1) if budget % d == 0]
+    found = [d for d in range(max(2, math.ceil(lo)), int(hi) + 1) if budget % d == 0]
+    if required and not found:
+        raise StudyError(
+            f"factors.batch_size: no batch size in [{lo:g}, {hi:g}] divides "
+            f"budget_examples={budget}, so no proposal can match the budget"
+        )
+    return found
+
+
+def _distributions(spec: StudySpec) -> dict[str, Any]:
+    """Optuna distributions of the factors: levels by index, ranges on their scale."""
+    from optuna.distributions import (
+        CategoricalDistribution,
+        FloatDistribution,
+        IntDistribution,
+    )
+
+    space: dict[str, Any] = {}
+    for name, factor in spec.factors.items():
+        log = factor.scale == "log"
+        if factor.levels is not None:
+            space[name] = CategoricalDistribution(list(range(len(factor.levels))))
+        elif name == "batch_size":
+            space[name] = CategoricalDistribution(batch_sizes_matching(spec, factor))
+        elif name in INTEGER_FIELDS:
+            lo, hi = factor.bounds
+            space[name] = IntDistribution(math.ceil(lo), math.floor(hi), log=log)
+        else:
+            lo, hi = factor.bounds
+            space[name] = FloatDistribution(lo, hi, log=log)
+    return space
+
+
+class _OptunaSchedule(Schedule):
+    """Ask/tell over an in-memory Optuna study rebuilt from the record at every (re)start."""
+
+    def __init__(self, spec: StudySpec, past: list[PastTrial]) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.spec = spec
+        self.space = _distributions(spec)
+        direction = "maximize" if spec.design.mode == "max" else "minimize"
+        sampler = optuna.samplers.TPESampler(seed=spec.design.seed)
+        self.study = optuna.create_study(direction=direction, sampler=sampler)
+        finished = [p for p in past if p.status == FINISHED]
+        for trial in finished:
+            self._tell_past(trial.config, trial.metrics.get(spec.design.metric))
+        remaining = max(0, self.total_samples - len(finished))
+        unfinished = [self._plan(p.key, p.config) for p in past if p.status != FINISHED]
+        super().__init__(unfinished[:remaining], remaining, len(finished), self.total_samples)
+        self.asked: dict[str, Any] = {}  # key -> optuna trial awaiting its value
+        self.resumed = {plan.key: plan for plan in self.queued}
+
+    @property
+    def total_samples(self) -> int:
+        return int(self.spec.design.samples or 0)
+
+    def _params(self, config: dict[str, Any]) -> dict[str, Any]:
+        typed = TrialConfig(**config)
+        params = {}
+        for name, factor in self.spec.factors.items():
+            value = getattr(typed, name)
+            params[name] = factor.levels.index(value) if factor.levels is not None else value
+        return params
+
+    def _tell_past(self, config: dict[str, Any], value: float | None) -> None:
+        import optuna
+
+        try:
+            params = self._params(config)
+        except ValueError:  # a recorded value outside today's levels: it cannot guide the sampler
+            return
+        ok = value is not None and math.isfinite(value)
+        self.study.add_trial(optuna.trial.create_trial(
+            params=params, distributions=self.space, value=value if ok else None,
+            state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL,
+        ))  # fmt: skip
+
+    def _plan(self, key: str, config: dict[str, Any]) -> TrialPlan:
+        typed = TrialConfig(**config)
+        factors = {n: getattr(typed, n) for n in self.spec.factors}
+        return TrialPlan(key, 0, typed.seed, factors, typed, proposal=key)
+
+    def _propose(self, trial_id: str) -> TrialPlan | None:
+        trial = self.study.ask(self.space)
+        values = {}
+        for name, factor in self.spec.factors.items():
+            raw = trial.params[name]
+            values[name] = factor.levels[raw] if factor.levels is not None else raw
+        key = f"o-{trial_id}"
+        config = trial_config(self.spec, values, self.spec.design.seed)
+        self.asked[key] = trial
+        return TrialPlan(key, 0, config.seed, values, config, proposal=key)
+
+    def observe(self, key: str, result: dict[str, Any] | None) -> None:
+        import optuna
+
+        value = None if result is None else result.get(self.spec.design.metric)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            value = None
+        trial = self.asked.pop(key, None)
+        ok = value is not None and math.isfinite(value)
+        if trial is not None:
+            if ok:
+                self.study.tell(trial, value)
+            else:
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        elif key in self.resumed:  # proposed in an earlier run: it joins the history now
+            self._tell_past(self.resumed.pop(key).config.model_dump(), value)

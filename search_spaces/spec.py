@@ -22,13 +22,23 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from trainables.config import TrialConfig
+from trainables.text import NUMBER, base_type, load_yaml, typed_inputs
 
 SPEC_DIR = Path(__file__).resolve().parent
 DEFAULT_SPEC = SPEC_DIR / "default.yaml"
@@ -38,8 +48,21 @@ class StudyError(ValueError):
     """A study that cannot run: the message names the field and the value."""
 
 
+# The study name names a folder, the Ray experiment (name + a 16-character time stamp, + 6 for
+# ``-smoke``) and the MLflow experiment; file names stop at 255 bytes.
+MAX_NAME = 100
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed(cls, data: Any) -> Any:
+        """Integers written as ``1e3`` are integers; a boolean is never a number."""
+        if not isinstance(data, dict):
+            return data
+        return typed_inputs(data, {n: f.annotation for n, f in cls.model_fields.items()})
 
 
 class Factor(_Strict):
@@ -57,9 +80,10 @@ class Factor(_Strict):
             if not self.levels:
                 raise ValueError("levels is empty")
             seen = [json.dumps(v, sort_keys=True) for v in self.levels]
-            dupes = sorted({v for v in seen if seen.count(v) > 1})
+            dupes = {s: v for s, v in zip(seen, self.levels, strict=True) if seen.count(s) > 1}
             if dupes:
-                raise ValueError(f"levels repeat {', '.join(dupes)}")
+                shown = ", ".join(_shown(v) for _, v in sorted(dupes.items()))
+                raise ValueError(f"levels repeat {shown}")
         if self.range is not None:
             lo, hi = self.range
             if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:
@@ -71,6 +95,45 @@ class Factor(_Strict):
                 f"scale log needs positive values, got {self.levels or list(self.range)}"
             )
         return self
+
+    def typed_for(self, name: str) -> Factor:
+        """This factor with its levels converted by the TrialConfig field's declared type.
+
+        ``1e-4`` typed for a float field is the number 0.0001, ``20240501`` for a text field is
+        that text; a level the type cannot hold, a ``range`` on a field that is not numeric and
+        a ``scale`` on a factor that is not numeric are refused with the reason.
+        """
+        field = TrialConfig.model_fields[name]
+        kind = base_type(field.annotation)
+        numeric = kind in (int, float)
+        what = _KIND_WORDS.get(kind, f"values of type {field.annotation}")
+        if self.range is not None and not numeric:
+            raise ValueError(
+                f"range {list(self.range)} needs a numeric field, but {name} takes {what}; "
+                "give levels instead"
+            )
+        if "scale" in self.model_fields_set and not numeric:
+            raise ValueError(
+                f"scale {self.scale!r} applies to numeric factors only, but {name} takes {what} "
+                f"(levels {self.levels}): its levels are categories with no order or spacing; "
+                "remove scale"
+            )
+        if self.levels is None:
+            return self
+        adapter = TypeAdapter(field.annotation)
+        levels = []
+        for level in self.levels:
+            value = typed_inputs({name: level}, {name: field.annotation})[name]
+            try:
+                levels.append(adapter.validate_python(value))
+            except ValidationError as err:
+                reason = err.errors()[0]["msg"]
+                raise ValueError(f"level {level!r}: {name} takes {what}: {reason}") from None
+        data = {k: getattr(self, k) for k in self.model_fields_set} | {"levels": levels}
+        try:
+            return Factor(**data)
+        except ValidationError as err:
+            raise ValueError(err.errors()[0]["msg"].removeprefix("Value error, ")) from None
 
     @property
     def is_numeric(self) -> bool:
@@ -91,6 +154,12 @@ class Factor(_Strict):
         return min(values), max(values)
 
 
+_KIND_WORDS = {
+    int: "integers", float: "numbers", str: "text", bool: "booleans (true/false)",
+    tuple: "lists", type(None): "nothing",
+}  # fmt: skip
+
+
 class Design(_Strict):
     """How factor levels become design points."""
 
@@ -109,6 +178,34 @@ class Design(_Strict):
     # optuna: the metric to optimise
     metric: str | None = None
     mode: Literal["max", "min"] = "max"
+
+    @model_validator(mode="after")
+    def _options_apply(self) -> Design:
+        """An option the design kind does not use would be silently ignored: refuse it."""
+        for option in sorted(self.model_fields_set):
+            kinds = DESIGN_OPTIONS.get(option)
+            if kinds is not None and self.kind not in kinds:
+                raise ValueError(
+                    f"design.{option}: {getattr(self, option)!r} applies to "
+                    f"{' and '.join(kinds)} designs only, not kind {self.kind!r}; remove it"
+                )
+        if self.generators is not None and self.resolution is not None:
+            raise ValueError(
+                f"design.generators: give generators ({self.generators!r}) or resolution "
+                f"({self.resolution}), not both"
+            )
+        return self
+
+
+# Options that only some design kinds read.
+DESIGN_OPTIONS = {
+    "generators": ("fractional_factorial",),
+    "resolution": ("fractional_factorial",),
+    "face": ("central_composite",),
+    "samples": ("latin_hypercube", "optuna"),
+    "metric": ("optuna",),
+    "mode": ("optuna",),
+}
 
 
 class Resources(_Strict):
@@ -145,6 +242,17 @@ class StudySpec(_Strict):
     max_failures: int = Field(2, ge=0)
     target: Target = Target()
 
+    @field_validator("study")
+    @classmethod
+    def _short_name(cls, name: str) -> str:
+        if len(name) > MAX_NAME:
+            raise ValueError(
+                f"study: a name of {len(name)} characters is too long: at most {MAX_NAME}, "
+                "because it names the study's folder, its Ray experiment and its MLflow "
+                f"experiment (got {name[:40]!r}…)"
+            )
+        return name
+
     @field_validator("factors")
     @classmethod
     def _known_factors(cls, factors: dict[str, Factor]) -> dict[str, Factor]:
@@ -154,10 +262,16 @@ class StudySpec(_Strict):
         for name in factors:
             if name not in known or name == "seed":
                 raise ValueError(
-                    f"unknown factor {name!r}: a factor must be a TrialConfig field other than "
-                    "seed (the design sets seeds through replicates)"
+                    f"factors: unknown factor {name!r}: a factor must be a TrialConfig field "
+                    "other than seed (the design sets seeds through replicates)"
                 )
-        return factors
+        typed = {}
+        for name, factor in factors.items():
+            try:
+                typed[name] = factor.typed_for(name)
+            except ValueError as err:
+                raise ValueError(f"factors.{name}: {err}") from None
+        return typed
 
     @model_validator(mode="after")
     def _fixed_and_varied_disjoint(self) -> StudySpec:
@@ -166,30 +280,67 @@ class StudySpec(_Strict):
             raise ValueError(f"trial: unknown TrialConfig field {unknown[0]!r}")
         both = sorted(set(self.trial) & set(self.factors))
         if both:
-            raise ValueError(f"{both[0]!r} is both a fixed trial field and a factor")
+            raise ValueError(
+                f"factors.{both[0]}: {both[0]!r} is both a fixed trial field and a factor"
+            )
+        object.__setattr__(self, "trial", _typed_trial(self.trial))
         return self
 
     def canonical(self) -> dict[str, Any]:
-        """The validated spec as plain data, defaults filled in (what the fingerprint covers)."""
-        return self.model_dump(mode="json")
+        """The validated spec as plain data, defaults filled in, less the design options its
+        kind does not read: a study file that parses back to this same spec."""
+        data = self.model_dump(mode="json")
+        for name, factor in self.factors.items():
+            if not factor.is_numeric:
+                data["factors"][name].pop("scale", None)  # a category has no scale
+        for option, kinds in DESIGN_OPTIONS.items():
+            if self.design.kind not in kinds:
+                data["design"].pop(option, None)
+        return data
 
     @property
     def sha(self) -> str:
         """Fingerprint of everything that changes what runs (the description does not)."""
-        data = {k: v for k, v in self.canonical().items() if k != "description"}
+        data = {k: v for k, v in self.model_dump(mode="json").items() if k != "description"}
         text = json.dumps(data, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _typed_trial(trial: dict[str, Any]) -> dict[str, Any]:
+    """The fixed fields converted by their declared types (``1e-4`` -> 0.0001, text stays text);
+    range checks and cross-field rules are TrialConfig's, row by row, when the design is built."""
+    out = {}
+    for name, value in trial.items():
+        annotation = TrialConfig.model_fields[name].annotation
+        value = typed_inputs({name: value}, {name: annotation})[name]
+        try:
+            out[name] = TypeAdapter(annotation).validate_python(value)
+        except ValidationError as err:
+            raise ValueError(f"trial.{name}: {err.errors()[0]['msg']} (got {value!r})") from None
+    return out
+
+
+def _shown(value: Any) -> str:
+    """A value as the user typed it: numbers (kept as text by the loader) without quotes."""
+    if isinstance(value, str) and NUMBER.match(value):
+        return value
+    text = repr(value)
+    return text if len(text) <= 120 else text[:100] + "…"
 
 
 def _format_validation(err: ValidationError, source: str) -> str:
     lines = []
     for e in err.errors():
-        where = ".".join(str(p) for p in e["loc"]) or "(file)"
+        where = ".".join(str(p) for p in e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
         value = e.get("input")
-        shown = f" (got {value!r})"
-        if isinstance(value, dict) and len(repr(value)) > 120:
-            shown = ""  # a whole section; the message names what is wrong in it
-        lines.append(f"{source}: {where}: {e['msg'].removeprefix('Value error, ')}{shown}")
+        shown = f" (got {_shown(value)})"
+        if isinstance(value, dict) or "(got " in msg:
+            shown = ""  # a whole section, or the message shows the value itself
+        if re.match(r"^[a-z_]+(\.[A-Za-z0-9_]+)*:", msg):
+            lines.append(f"{source}: {msg}{shown}")  # the message names its own field
+        else:
+            lines.append(f"{source}: {where or '(file)'}: {msg}{shown}")
     return "\n".join(lines)
 
 
@@ -215,7 +366,7 @@ def load_spec(path: str | Path | None = None) -> StudySpec:
     if not file.is_file():
         raise StudyError(f"study file {str(path)!r} not found")
     try:
-        data = yaml.safe_load(file.read_text())
+        data = load_yaml(file.read_text())
     except yaml.YAMLError as err:
         raise StudyError(f"{file}: not valid YAML: {err}") from None
     return parse_spec(data, str(file))

@@ -106,7 +106,7 @@ def run(
     ] = False,
 ) -> None:
     """Run a study on Ray Tune; re-running an existing study resumes it."""
-    from study.runner import run_study
+    from study.runner import StudyFailedError, run_study
 
     try:
         outcome = run_study(
@@ -115,6 +115,9 @@ def run(
         )  # fmt: skip
     except StudyError as err:
         _fail(err)
+    except StudyFailedError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(1) from None
     if not outcome.ok:
         raise typer.Exit(1)
 
@@ -141,17 +144,22 @@ def status(
 
 
 def _existing(name: str, uri: str):
-    from study.record import StudyRecord, check_tracking_uri
+    """The record of a study that exists and can be read; otherwise exit 2 saying why."""
+    from mlflow.tracking import MlflowClient
+
+    from study.record import StudyRecord, check_store, check_tracking_uri
 
     try:
         check_tracking_uri(uri)
+        check_store(uri, name)
+        if MlflowClient(uri).get_experiment_by_name(name) is None:
+            raise StudyError(f"no study named {name!r} in {uri}")
+        record = StudyRecord(uri, name)
+        if record.parent() is None:
+            raise StudyError(f"no study named {name!r} in {uri}: its experiment has no runs")
     except StudyError as err:
         _fail(err)
-    from mlflow.tracking import MlflowClient
-
-    if MlflowClient(uri).get_experiment_by_name(name) is None:
-        _fail(StudyError(f"no study named {name!r} in {uri}"))
-    return StudyRecord(uri, name)
+    return record
 
 
 @app.command()

@@ -17,7 +17,9 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shlex
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -25,15 +27,25 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param, RunTag, ViewType
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from search_spaces.designs import DesignTable, TrialPlan
+from analysis.record import (
+    PARENT,
+    ROLE_TAG,
+    TRIAL,
+    TRIAL_CONFIG_TAG,
+    decode_trial,
+    encode_trial,
+    study_runs,
+)
+from search_spaces.designs import PastTrial, TrialPlan
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-PARENT, TRIAL = "parent", "trial"
 SPEC_ARTIFACT = "study.yaml"
+MAX_PARAM, MAX_TAG = 6000, 8000  # MLflow's limits on a param's and a tag's value
 METRIC_PREFIXES = ("train/", "z/", "h/", "sim/", "probe/", "loss/", "time/", "trial/")
 
 
@@ -62,13 +74,80 @@ def check_tracking_uri(uri: str, timeout: float = 5.0) -> None:
         )
 
 
-def ui_command(uri: str) -> str:
-    """The command that opens the MLflow UI on this record."""
+def tool(name: str) -> str:
+    """A console script of this environment by full path (the venv need not be activated)."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
+
+
+def shell_command(*argv: str, env: dict[str, str] | None = None) -> str:
+    """argv as one line that a POSIX shell runs as given: every word quoted where it must be
+    (spaces, ``#``, ``%``, parentheses, quotes, ``$``)."""
+    words = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()]
+    return " ".join([*words, *(shlex.quote(str(a)) for a in argv)])
+
+
+def ui_command(uri: str, port: int = 5000) -> str:
+    """The command that opens the MLflow UI on this record, ready to paste."""
     if uri.startswith("sqlite:///"):
-        return (
-            f"mlflow ui --backend-store-uri {uri} --port 5000   # then open http://127.0.0.1:5000"
-        )
+        return shell_command(tool("mlflow"), "ui", "--backend-store-uri", uri, "--port", str(port))
     return f"open {uri} in a browser (the MLflow server's own UI)"
+
+
+def mlflow_command(uri: str, *argv: str) -> str:
+    """An ``mlflow`` CLI command against this tracking store, ready to paste."""
+    return shell_command(tool("mlflow"), *argv, env={"MLFLOW_TRACKING_URI": uri})
+
+
+def store_exists(uri: str) -> bool:
+    """False for an embedded store whose file is not there yet; servers always exist."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///")).is_file()
+    return True
+
+
+def check_store(uri: str, study: str) -> None:
+    """The tracking store's state for this study, read without writing anything.
+
+    Refuses (StudyError, naming what to run) a study whose MLflow experiment was deleted, an
+    experiment of that name that holds runs of something else, a study whose parent run was
+    deleted, and a store that cannot be read.
+    """
+    if not store_exists(uri):
+        return  # a new embedded store: nothing in it yet (and reading would create it)
+    client = MlflowClient(uri)
+    try:
+        experiment = client.get_experiment_by_name(study)
+        if experiment is None:
+            return
+        eid = experiment.experiment_id
+        if experiment.lifecycle_stage != "active":
+            restore = mlflow_command(uri, "experiments", "restore", "--experiment-id", eid)
+            purge = mlflow_command(uri, "gc", "--experiment-ids", eid)
+            raise StudyError(
+                f"study {study!r}: its MLflow experiment (id {eid}) was deleted in {uri}. "
+                f"Restore it to resume the study: {restore} — or delete it for good ({purge}) "
+                "to start afresh, or give the study another name"
+            )
+        deleted = client.search_runs(
+            [eid], filter_string=f"tags.`{ROLE_TAG}` = '{PARENT}'",
+            run_view_type=ViewType.DELETED_ONLY, max_results=10,
+        )  # fmt: skip
+        if deleted and not study_runs(client, eid, PARENT):
+            run_id = deleted[0].info.run_id
+            raise StudyError(
+                f"study {study!r}: its parent run {run_id} was deleted in {uri}; restore it to "
+                f"resume the study: {mlflow_command(uri, 'runs', 'restore', '--run-id', run_id)}"
+            )
+        if not study_runs(client, eid, PARENT):
+            others = client.search_runs([eid], max_results=1)
+            if others:
+                raise StudyError(
+                    f"study {study!r}: the MLflow experiment of that name (id {eid}) in {uri} "
+                    "holds runs that are not this study's; give the study another name"
+                )
+    except MlflowException as err:
+        raise StudyError(f"tracking store {uri!r} cannot be read: {err.message}") from None
 
 
 def code_version() -> str:
@@ -90,12 +169,33 @@ def code_version() -> str:
 
 
 def _flat_params(plan: TrialPlan) -> list[Param]:
+    """Params as a reviewer reads them in the UI; the exact values are in the JSON tag."""
     params = {
         k: json.dumps(v) if isinstance(v, list | tuple) else v
         for k, v in plan.config.model_dump().items()
     }
     params |= plan.config.derived()
     return [Param(k, str(v)) for k, v in params.items()]
+
+
+def trial_json(plan: TrialPlan) -> str:
+    """The lossless record of a trial's fields and derived values (tag ``study.trial_config``)."""
+    return encode_trial(plan.config.model_dump(mode="json"), plan.config.derived())
+
+
+def check_plan_fits(plan: TrialPlan) -> None:
+    """MLflow refuses a param over 6000 or a tag over 8000 characters: refuse the study first."""
+    for param in _flat_params(plan):
+        if len(param.value) > MAX_PARAM:
+            raise StudyError(
+                f"trial.{param.key}: {len(param.value)} characters, over MLflow's limit of "
+                f"{MAX_PARAM} for a param (got {param.value[:40]!r}…)"
+            )
+    if len(trial_json(plan)) > MAX_TAG:
+        raise StudyError(
+            f"trial: the trial's settings take {len(trial_json(plan))} characters as JSON, over "
+            f"MLflow's limit of {MAX_TAG} for a tag"
+        )
 
 
 def self_checks() -> dict[str, str]:
@@ -144,9 +244,7 @@ class StudyRecord:
 
     # -- lookups --
     def _runs(self, role: str) -> list:
-        return self.client.search_runs(
-            [self.experiment_id], filter_string=f"tags.`study.role` = '{role}'", max_results=50000
-        )
+        return study_runs(self.client, self.experiment_id, role)
 
     def parent(self):
         runs = self._runs(PARENT)
@@ -155,6 +253,14 @@ class StudyRecord:
     def trial_runs(self) -> dict[str, Any]:
         """trial key -> its (single) child run."""
         return {r.data.tags["study.trial_key"]: r for r in self._runs(TRIAL)}
+
+    def past_trials(self) -> list[PastTrial]:
+        """Every trial in the record, as a design reads it when the study resumes."""
+        past = []
+        for key, run in sorted(self.trial_runs().items()):
+            config, _ = decode_trial(run.data.params, run.data.tags)
+            past.append(PastTrial(key, run.info.status, config, dict(run.data.metrics)))
+        return past
 
     # -- the parent run and the spec --
     def check_spec(self, spec: StudySpec) -> None:
@@ -175,7 +281,7 @@ class StudyRecord:
             f"Rename the study to start a new one, or restore the original file.\n{diff}"
         )
 
-    def start_parent(self, spec: StudySpec, table: DesignTable, source_text: str) -> str:
+    def start_parent(self, spec: StudySpec, design, source_text: str) -> str:
         parent = self.parent()
         if parent is not None:
             self.client.update_run(parent.info.run_id, status="RUNNING")
@@ -192,14 +298,15 @@ class StudyRecord:
         run_id = run.info.run_id
         self.client.log_batch(run_id, params=[
             Param("design", spec.design.kind), Param("replicates", str(spec.design.replicates)),
-            Param("factors", ", ".join(spec.factors)), Param("trials", str(len(table.trials))),
+            Param("factors", ", ".join(spec.factors)), Param("trials", str(design.total)),
             Param("resources", json.dumps(spec.resources.model_dump())),
             Param("factor_scales", json.dumps({n: f.scale for n, f in spec.factors.items()})),
         ], tags=[RunTag(f"study.check.{k}", v) for k, v in self_checks().items()])  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / SPEC_ARTIFACT).write_text(spec_yaml(spec))
             (Path(tmp) / "study_file.yaml").write_text(source_text)
-            (Path(tmp) / "design.json").write_text(json.dumps(table.to_json(), indent=1))
+            design_json = json.dumps(design.to_json(), indent=1, default=str)
+            (Path(tmp) / "design.json").write_text(design_json)
             for name in (SPEC_ARTIFACT, "study_file.yaml", "design.json"):
                 self.client.log_artifact(run_id, str(Path(tmp) / name))
         return run_id
@@ -226,6 +333,7 @@ class StudyRecord:
                 "study.point_id": plan.point_id, "study.replicate": str(plan.replicate),
                 "study.trial_key": plan.key, "study.spec_sha": spec_sha,
                 "study.code_version": code_version(), "study.attempts": "0",
+                TRIAL_CONFIG_TAG: trial_json(plan),
             },
         )  # fmt: skip
         self.client.log_batch(run.info.run_id, params=_flat_params(plan))
@@ -277,6 +385,13 @@ class StudyRecord:
         self.client.set_tag(run_id, "study.error", message[:4000])
         self.client.set_terminated(run_id, "FAILED")
 
+    def end_unfinished(self, parent_id: str, status: str = "FAILED") -> None:
+        """After the driver failed: no run of this study stays RUNNING or SCHEDULED."""
+        for run in self._runs(TRIAL):
+            if run.info.status in ("RUNNING", "SCHEDULED"):
+                self.client.set_terminated(run.info.run_id, status)
+        self.client.set_terminated(parent_id, status)
+
     def end_orphans(self) -> list[str]:
         """End KILLED every run of this study left RUNNING (or SCHEDULED) by a dead driver."""
         ended = []
@@ -294,4 +409,7 @@ class StudyRecord:
         return counts
 
 
-__all__ = ["StudyRecord", "check_tracking_uri", "default_tracking_uri", "ui_command"]
+__all__ = [
+    "StudyRecord", "check_store", "check_tracking_uri", "default_tracking_uri", "mlflow_command",
+    "shell_command", "ui_command",
+]  # fmt: skip

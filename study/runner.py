@@ -19,26 +19,32 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from search_spaces.designs import (
-    INTEGER_FIELDS,
-    DesignTable,
-    TrialPlan,
-    adaptive_sample,
-    batch_sizes_matching,
-    build_design,
-    trial_config,
-)
+from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPlan, build_design
 from search_spaces.spec import StudyError, StudySpec, load_spec, parse_spec
 from study.export import export_parquet
 from study.progress import ProgressView, StudyProgress
-from study.record import StudyRecord, check_tracking_uri, default_tracking_uri, ui_command
+from study.record import (
+    StudyRecord,
+    check_plan_fits,
+    check_store,
+    check_tracking_uri,
+    default_tracking_uri,
+    shell_command,
+    store_exists,
+    tool,
+    ui_command,
+)
 from trainables.data import check_data
 
 RESULTS_FILE = "results.parquet"
+
+
+class StudyFailedError(RuntimeError):
+    """The study could not be completed after its trials began; nothing is left RUNNING, what
+    was recorded stays, and the message says what to run next."""
 
 
 @dataclass(frozen=True)
@@ -106,16 +112,28 @@ def cluster_capacity() -> dict[str, float]:
     return best
 
 
-def preflight(spec: StudySpec, table: DesignTable, tracking_uri: str, address: str | None) -> None:
-    """Everything checkable before Ray starts; raises StudyError naming the field and value."""
-    sample = table.trials[0].config if table.trials else adaptive_sample(spec)
+def preflight(
+    spec: StudySpec, design: FixedDesign | AdaptiveDesign, tracking_uri: str, address: str | None
+) -> None:
+    """Everything checkable before Ray starts or anything is written; raises StudyError naming
+    the field and value: the data, every trial's fit in MLflow's limits, the tracking store and
+    this study's state in it (deleted, changed study file), and this machine's resources."""
+    sample = design.sample_config()
     try:
         check_data(sample)
     except ValueError as err:
         raise StudyError(f"trial.{err}") from None
-    check_tracking_uri(tracking_uri)
+    for plan in design.trials[:1] or []:
+        check_plan_fits(plan)
     if address is None:
         check_resources(spec, local_capacity(), "this machine (no --address: the study runs here)")
+    check_tracking_uri(tracking_uri)
+    check_store(tracking_uri, spec.study)
+    if store_exists(tracking_uri):
+        from mlflow.tracking import MlflowClient
+
+        if MlflowClient(tracking_uri).get_experiment_by_name(spec.study) is not None:
+            StudyRecord(tracking_uri, spec.study).check_spec(spec)
 
 
 class DriverLock:
@@ -151,8 +169,7 @@ def _alive(pid: int) -> bool:
 # recording from the driver
 # ---------------------------------------------------------------------------------------------
 def trial_key(trial) -> str:
-    plan = trial.config["plan"]
-    return plan["key"] or f"o-{trial.trial_id}"
+    return trial.config["plan"]["key"]
 
 
 def _recorder_class():
@@ -168,8 +185,8 @@ def _recorder_class():
 
         def _run_id(self, trial) -> str:
             key = trial_key(trial)
-            if key not in self.run_ids:  # adaptive designs: the point exists only now
-                self.run_ids[key] = self.new_run(trial)
+            if key not in self.run_ids:  # adaptive proposals exist only from now on
+                self.run_ids[key] = self.new_run(trial.config["plan"])
             return self.run_ids[key]
 
         def on_trial_start(self, iteration, trials, trial, **info):
@@ -201,64 +218,60 @@ def _recorder_class():
     return MlflowRecorder
 
 
+def _searcher(schedule: Schedule, trials_root: Path, cpu: float):
+    """Ray Tune's view of a design's schedule: each suggestion is the schedule's next trial,
+    each completed trial's last result goes back to it (adaptive designs learn from it)."""
+    from ray.tune.search import Searcher
+
+    class ScheduleSearcher(Searcher):
+        def __init__(self) -> None:
+            super().__init__()
+            self.keys: dict[str, str] = {}
+
+        def set_search_properties(self, metric, mode, config, **spec) -> bool:
+            return True
+
+        def suggest(self, trial_id: str):
+            plan = schedule.next(trial_id)
+            if plan is None:
+                return Searcher.FINISHED
+            self.keys[trial_id] = plan.key
+            payload = plan.payload() | {"trial_dir": str(trials_root / plan.key), "cpu": cpu}
+            return {"plan": payload}
+
+        def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
+            key = self.keys.pop(trial_id, None)
+            if key is not None:
+                schedule.observe(key, None if error else result)
+
+        def save(self, checkpoint_path: str) -> None:
+            return None  # the study resumes from its MLflow record, not from Tune's state
+
+        def restore(self, checkpoint_path: str) -> None:
+            return None
+
+    return ScheduleSearcher()
+
+
 # ---------------------------------------------------------------------------------------------
 # launching
 # ---------------------------------------------------------------------------------------------
-def _payload(plan: TrialPlan, trials_root: Path, cpu: float) -> dict[str, Any]:
-    return {
-        "key": plan.key,
-        "trial": plan.config.model_dump(mode="json"),
-        "trial_dir": str(trials_root / plan.key),
-        "cpu": cpu,
-    }
-
-
-def _optuna_space(spec: StudySpec) -> dict[str, Any]:
-    from ray import tune
-
-    space: dict[str, Any] = {}
-    for name, factor in spec.factors.items():
-        if factor.levels is not None:
-            space[name] = tune.choice(factor.levels)
-        elif name == "batch_size":
-            space[name] = tune.choice(batch_sizes_matching(spec, factor))
-        elif name in INTEGER_FIELDS:
-            lo, hi = factor.bounds
-            space[name] = (tune.lograndint if factor.scale == "log" else tune.randint)(
-                int(lo), int(hi) + 1
-            )
-        else:
-            lo, hi = factor.bounds
-            space[name] = (tune.loguniform if factor.scale == "log" else tune.uniform)(lo, hi)
-    return space
-
-
-def _optuna_history(spec: StudySpec, record: StudyRecord) -> tuple[list[dict], list[float]]:
-    """Finished adaptive trials, to warm-start the sampler on resume."""
-    points, rewards = [], []
-    for run in record.trial_runs().values():
-        value = run.data.metrics.get(spec.design.metric)
-        if run.info.status == "FINISHED" and value is not None and math.isfinite(value):
-            params = run.data.params
-            points.append({n: yaml.safe_load(params[n]) for n in spec.factors})
-            rewards.append(value)
-    return points, rewards
-
-
 def launch(
     spec: StudySpec,
-    table: DesignTable,
-    pending: list[TrialPlan],
+    schedule: Schedule,
     record: StudyRecord,
     parent_id: str,
     *,
     study_dir: Path,
     address: str | None,
     max_concurrent: int | None,
-    already_done: int,
     quiet: bool,
 ) -> float:
-    """Run the pending trials on Ray Tune; returns the summed wall time of launched trials."""
+    """Run what the schedule proposes on Ray Tune; returns the summed wall time of the trials.
+
+    Raises:
+        StudyFailedError: Tune itself failed (every trial's own failure is recorded, not raised).
+    """
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     # a snapshot with every checkpoint is what we want (resume loses at most one interval)
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
@@ -285,70 +298,46 @@ def launch(
         trials_root = study_dir / "trials"
         existing = record.trial_runs()
         run_ids = {
-            p.key: record.ensure_trial_run(p, parent_id, spec.sha, existing) for p in pending
+            p.key: record.ensure_trial_run(p, parent_id, spec.sha, existing) for p in schedule.known
         }
 
-        def new_adaptive_run(trial) -> str:
-            plan_in = trial.config["plan"]
-            factors = {n: trial.config[n] for n in spec.factors}
-            config = trial_config(spec, factors, plan_in["seed"])
-            plan = TrialPlan(f"o-{trial.trial_id}", 0, plan_in["seed"], factors, config)
-            return record.ensure_trial_run(plan, parent_id, spec.sha)
+        def new_run(payload: dict) -> str:
+            return record.ensure_trial_run(TrialPlan.from_payload(payload), parent_id, spec.sha)
 
         resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
-        trainable = tune.with_resources(run_study_trial, resources)
         concurrency = max_concurrent or spec.max_concurrent
-        if table.adaptive:
-            from ray.tune.search.optuna import OptunaSearch
-
-            points, rewards = _optuna_history(spec, record)
-            remaining = spec.design.samples - len(points)
-            searcher = OptunaSearch(
-                metric=spec.design.metric, mode=spec.design.mode, seed=spec.design.seed,
-                points_to_evaluate=points or None, evaluated_rewards=rewards or None,
-            )  # fmt: skip
-            plan = {"key": None, "trial": None, "fixed": spec.trial, "seed": spec.design.seed,
-                    "trials_root": str(trials_root), "cpu": spec.resources.cpu}  # fmt: skip
-            param_space = {"plan": plan, **_optuna_space(spec)}
-            tune_config = tune.TuneConfig(
-                search_alg=searcher, num_samples=max(0, remaining),
-                max_concurrent_trials=concurrency, reuse_actors=False,
-            )  # fmt: skip
-            total = spec.design.samples
-        else:
-            param_space = {
-                "plan": tune.grid_search(
-                    [_payload(p, trials_root, spec.resources.cpu) for p in pending]
-                )
-            }
-            tune_config = tune.TuneConfig(
-                max_concurrent_trials=concurrency, reuse_actors=False,
-                trial_dirname_creator=trial_key, trial_name_creator=trial_key,
-            )  # fmt: skip
-            total = len(table.trials)
-        recorder = _recorder_class()(record, run_ids, new_adaptive_run)
+        recorder = _recorder_class()(record, run_ids, new_run)
         slots = concurrency or max(1, int(local_capacity()["CPU"] // spec.resources.cpu))
         progress = StudyProgress(
-            spec.study, total, already_done, slots, spec.target.metric, spec.target.mode
+            spec.study, schedule.total, schedule.done, slots, spec.target.metric, spec.target.mode
         )
         view = ProgressView(progress, trial_key)
-        callbacks = [recorder] if quiet else [recorder, view]
         tuner = tune.Tuner(
-            trainable,
-            param_space=param_space,
-            tune_config=tune_config,
+            tune.with_resources(run_study_trial, resources),
+            tune_config=tune.TuneConfig(
+                search_alg=_searcher(schedule, trials_root, spec.resources.cpu),
+                num_samples=schedule.remaining,
+                max_concurrent_trials=concurrency,
+                reuse_actors=False,
+                trial_dirname_creator=trial_key,
+                trial_name_creator=trial_key,
+            ),
             run_config=tune.RunConfig(
                 name=f"{spec.study}-{time.strftime('%Y%m%d-%H%M%S')}",
                 storage_path=str(study_dir / "ray"),
                 failure_config=tune.FailureConfig(max_failures=spec.max_failures),
                 checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-                callbacks=callbacks,
+                callbacks=[recorder] if quiet else [recorder, view],
                 verbose=0,
             ),
         )
-        results = tuner.fit()
-        if not quiet:
-            view.close()
+        try:
+            results = tuner.fit()
+        except Exception as err:  # Tune's own failure, not a trial's: nothing stays RUNNING
+            raise StudyFailedError(f"Ray Tune failed: {type(err).__name__}: {err}") from err
+        finally:
+            if not quiet:
+                view.close()
         return sum(float(r.metrics.get("wall_s", 0.0) or 0.0) for r in results if r.metrics)
     finally:
         if started_ray:
@@ -366,7 +355,14 @@ def _report(
         if not quiet:
             print(f"report: {folder / 'report.html'}")
     except Exception as err:  # the study itself is complete and recorded
-        print(f"report not written: {type(err).__name__}: {err}")
+        again = shell_command(
+            tool("study"), "report", "--results", str(results), "--out", str(folder),
+            "--tracking-uri", tracking_uri,
+        )  # fmt: skip
+        print(
+            f"report not written: {type(err).__name__}: {err}\n"
+            f"The study and its results are recorded; write the report again with: {again}"
+        )
 
 
 def run_study(
@@ -379,7 +375,13 @@ def run_study(
     smoke: bool = False,
     quiet: bool = False,
 ) -> StudyOutcome:
-    """``study run``: validate, record, run what is missing, export. See the module docstring."""
+    """``study run``: validate, record, run what is missing, export. See the module docstring.
+
+    Raises:
+        StudyError: the study file, data, store or resources are wrong; nothing was written.
+        StudyFailedError: the driver failed after recording began; every run of the study is ended
+            (none left RUNNING), what was logged stays, and the message says what to run next.
+    """
     t0 = time.perf_counter()
     spec = load_spec(spec_path)
     source = Path(spec_path) if spec_path else None
@@ -388,38 +390,96 @@ def run_study(
     )
     if smoke:
         spec = smoke_spec(spec)
-    table = build_design(spec)
+    design = build_design(spec)
     tracking_uri = tracking_uri or default_tracking_uri()
     storage = Path(storage or "studies").resolve()
-    preflight(spec, table, tracking_uri, address)
+    preflight(spec, design, tracking_uri, address)
     study_dir = storage / spec.study
+    rerun = _rerun_command(spec_path, smoke, tracking_uri, storage)
     with DriverLock(study_dir / "driver.lock"):
         artifacts = storage / "mlartifacts" if tracking_uri.startswith("sqlite") else None
         record = StudyRecord(tracking_uri, spec.study, artifacts)
-        record.check_spec(spec)
         record.end_orphans()
-        parent_id = record.start_parent(spec, table, source_text)
-        finished = {k for k, r in record.trial_runs().items() if r.info.status == "FINISHED"}
-        pending = [p for p in table.trials if p.key not in finished]
-        launched, trial_s = 0, 0.0
-        if pending or (table.adaptive and len(finished) < (spec.design.samples or 0)):
-            launched = len(pending) if not table.adaptive else spec.design.samples - len(finished)
-            trial_s = launch(
-                spec, table, pending, record, parent_id, study_dir=study_dir, address=address,
-                max_concurrent=max_concurrent, already_done=len(finished), quiet=quiet,
-            )  # fmt: skip
-        elif not quiet:
-            print(f"study {spec.study}: all {len(table.trials)} trials FINISHED; nothing to run")
-        results = export_parquet(record, study_dir / RESULTS_FILE, spec.sha)
-        record.log_parent_artifact(parent_id, results)
+        parent_id = record.start_parent(spec, design, source_text)
+        try:
+            schedule = design.schedule(record.past_trials())
+            trial_s = 0.0
+            if schedule.remaining:
+                trial_s = launch(
+                    spec, schedule, record, parent_id, study_dir=study_dir, address=address,
+                    max_concurrent=max_concurrent, quiet=quiet,
+                )  # fmt: skip
+            elif not quiet:
+                print(f"study {spec.study}: all {schedule.total} trials FINISHED; nothing to run")
+        except BaseException as err:
+            record.end_unfinished(parent_id, "KILLED" if _interrupted(err) else "FAILED")
+            if isinstance(err, StudyFailedError):
+                raise StudyFailedError(f"{err}\n{_next_steps(spec, tracking_uri, rerun)}") from err
+            if isinstance(err, Exception):
+                message = f"{type(err).__name__}: {err}"
+                raise StudyFailedError(
+                    f"{message}\n{_next_steps(spec, tracking_uri, rerun)}"
+                ) from err
+            raise
+        results = _export(record, parent_id, study_dir / RESULTS_FILE, spec, tracking_uri, rerun)
         _report(record, results, tracking_uri, study_dir / "report", quiet)
         counts = record.status_counts()
-        record.finish_parent(parent_id, ok=set(counts) <= {"FINISHED"})
+        ok = set(counts) <= {"FINISHED"} and counts.get("FINISHED", 0) == design.total
+        record.finish_parent(parent_id, ok=ok)
     outcome = StudyOutcome(
-        spec.study, tracking_uri, parent_id, results, counts, launched,
+        spec.study, tracking_uri, parent_id, results, counts, schedule.remaining,
         time.perf_counter() - t0, record.logging_s, trial_s,
     )  # fmt: skip
     if not quiet:
         print(f"study {spec.study}: {counts} · results {results}")
         print(f"MLflow UI: {ui_command(tracking_uri)}")
     return outcome
+
+
+def _interrupted(err: BaseException) -> bool:
+    return isinstance(err, KeyboardInterrupt | SystemExit)
+
+
+def _rerun_command(
+    spec_path: str | Path | None, smoke: bool, tracking_uri: str, storage: Path
+) -> str:
+    argv = [tool("study"), "run"]
+    if spec_path is not None:
+        argv.append(str(Path(spec_path).resolve()) if Path(spec_path).exists() else str(spec_path))
+    if smoke:
+        argv.append("--smoke")
+    argv += ["--tracking-uri", tracking_uri, "--storage", str(storage)]
+    return shell_command(*argv)
+
+
+def _next_steps(spec: StudySpec, tracking_uri: str, rerun: str) -> str:
+    status = shell_command(tool("study"), "status", spec.study, "--tracking-uri", tracking_uri)
+    return (
+        f"Every run of study {spec.study!r} was ended (none is left RUNNING) and everything "
+        f"logged is kept in {tracking_uri}.\nSee its trials: {status}\n"
+        f"Resume it (finished trials are kept, the others continue from their checkpoints): "
+        f"{rerun}"
+    )
+
+
+def _export(
+    record: StudyRecord, parent_id: str, out: Path, spec: StudySpec, tracking_uri: str,
+    rerun: str,
+) -> Path:  # fmt: skip
+    """Write the Parquet file and attach it; on failure the parent is ended FAILED, never left
+    RUNNING, the trials stay recorded, and the error says how to export again."""
+    try:
+        results = export_parquet(record, out, spec.sha)
+        record.log_parent_artifact(parent_id, results)
+        return results
+    except Exception as err:
+        record.end_unfinished(parent_id, "FAILED")
+        export = shell_command(
+            tool("study"), "export", spec.study, "--out", str(out), "--tracking-uri", tracking_uri
+        )
+        raise StudyFailedError(
+            f"the trials of study {spec.study!r} are recorded, but writing {out} failed: "
+            f"{type(err).__name__}: {err}\nNothing logged was lost. Export again with: {export}\n"
+            f"or run the study again (it exports and reports without rerunning finished "
+            f"trials): {rerun}"
+        ) from err

@@ -57,21 +57,16 @@ def _node_id() -> str:
 def run_study_trial(payload: dict[str, Any]) -> None:
     """Tune's function trainable.
 
-    ``payload["plan"]`` is either a fixed design row (``key``, ``trial``: the TrialConfig fields,
-    ``trial_dir``, ``cpu``) or, for adaptive designs, the fixed fields (``fixed``, ``seed``,
-    ``trials_root``, ``cpu``) with the searcher's factor values beside it in ``payload``.
+    ``payload["plan"]`` is a design's trial (``TrialPlan.payload()``: ``key``, ``trial`` with
+    every TrialConfig field, …) plus ``trial_dir`` and ``cpu``, for fixed and adaptive designs
+    alike.
     """
     plan = payload["plan"]
-    if plan.get("trial") is not None:
-        trial, trial_dir = plan["trial"], Path(plan["trial_dir"])
-    else:
-        factors = {k: v for k, v in payload.items() if k != "plan"}
-        trial = plan["fixed"] | factors | {"seed": plan["seed"]}
-        trial_dir = Path(plan["trials_root"]) / f"o-{tune.get_context().get_trial_id()}"
+    trial_dir = Path(plan["trial_dir"])
     trial_dir.mkdir(parents=True, exist_ok=True)
     (trial_dir / PID_FILE).write_text(str(os.getpid()))
     torch.set_num_threads(max(1, int(plan.get("cpu", 1))))
-    config = TrialConfig(**trial)
+    config = TrialConfig(**plan["trial"])
     reporter = TuneReporter(trial_dir)
     result = run_trial(config, reporter)
     summary = {k: v for k, v in result.items() if not isinstance(v, str)}

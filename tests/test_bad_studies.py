@@ -133,7 +133,7 @@ CASES = [
         "temperature-fixed-zero",
         _all(_drop("factors", "temperature"), _set("trial", "temperature", value=0)),
         "trial.temperature",
-        "(got 0)",
+        "(got 0.0)",
     ),
     Bad(
         "batch-size-below-2",

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import kill_processes_mentioning
 from studykit import child_runs, duplicated_metric_rows, metric_steps, parent_runs, write_spec
@@ -165,3 +166,64 @@ def test_trials_land_on_both_nodes_of_a_two_node_cluster(workdir, ray_tmp):
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+@pytest.mark.slow
+def test_optuna_study_killed_mid_trial_resumes_that_trial_in_its_own_run(workdir, ray_tmp):
+    """Issue 8 item 4: an adaptive design resumes like a fixed one."""
+    spec = write_spec(
+        workdir / "o.yaml",
+        "adaptive-kill",
+        factors={"temperature": {"range": [0.05, 1.0], "scale": "log"}},
+        trial={"budget_examples": 128 * 40, "eval_marks": 4},
+        design={"kind": "optuna", "samples": 3, "metric": "probe/knn_top1_h", "seed": 0},
+        max_concurrent=1,
+    )
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    command = [
+        STUDY,
+        "run",
+        str(spec),
+        "--tracking-uri",
+        uri,
+        "--storage",
+        str(workdir / "studies"),
+    ]
+    driver = subprocess.Popen(
+        command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    trials = workdir / "studies" / "adaptive-kill" / "trials"
+
+    def first_trial_twice_checkpointed():
+        found = [d for d in trials.glob("o-*") if len(checkpoints(d)) >= 2]
+        return found[0] if found else False
+
+    killed_dir = wait_for(first_trial_twice_checkpointed, 240, "two checkpoints", driver)
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait(timeout=30)
+    kill_processes_mentioning(ray_tmp)
+    before = {r.data.tags["study.trial_key"]: r for r in child_runs(uri, "adaptive-kill")}
+    assert killed_dir.name in before and before[killed_dir.name].info.status == "RUNNING"
+    logged_before = metric_steps(uri, before[killed_dir.name].info.run_id)
+    assert 1 <= len(logged_before) < 4
+    last = checkpoints(killed_dir)[-1]
+    stamp = (last.stat().st_ino, last.stat().st_mtime_ns)
+
+    rerun = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=400)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+
+    runs = {r.data.tags["study.trial_key"]: r for r in child_runs(uri, "adaptive-kill")}
+    assert len(runs) == 3 and {r.info.status for r in runs.values()} == {"FINISHED"}
+    resumed = runs[killed_dir.name]  # the same run, continued: never a second one
+    assert resumed.info.run_id == before[killed_dir.name].info.run_id
+    assert resumed.data.tags["study.attempts"] == "2"
+    assert resumed.data.params["temperature"] == before[killed_dir.name].data.params["temperature"]
+    assert metric_steps(uri, resumed.info.run_id) == [128 * 10 * k for k in range(1, 5)]
+    # it continued from its checkpoint: that checkpoint was never written again
+    assert last.exists() and (last.stat().st_ino, last.stat().st_mtime_ns) == stamp
+    assert all(c.name >= last.name for c in checkpoints(killed_dir))
+    assert parent_runs(uri, "adaptive-kill")[0].info.status == "FINISHED"
+    frame = pd.read_parquet(workdir / "studies" / "adaptive-kill" / "results.parquet")
+    assert sorted(frame["status"]) == ["finished"] * 3
+    assert duplicated_metric_rows(workdir / "mlflow.db") == []

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from trainables.config import TrialConfig
+from trainables.text import base_type, load_yaml
 from trainables.train import LocalReporter, run_trial
 
 PRESETS = Path(__file__).with_name("presets")
@@ -32,20 +33,33 @@ def load_config_file(path: str) -> dict[str, Any]:
     if not file.exists():
         names = ", ".join(sorted(p.stem for p in PRESETS.glob("*.yaml")))
         raise SystemExit(f"config file {path!r} not found (presets: {names})")
-    mapping = yaml.safe_load(file.read_text()) or {}
+    try:
+        mapping = load_yaml(file.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise SystemExit(f"{file}: not valid YAML: {err}") from None
     if not isinstance(mapping, dict):
         raise SystemExit(f"{file}: expected a mapping of TrialConfig fields")
     return mapping
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
-    """``["temperature=0.2", "mlp_hidden=[64, 64]"]`` -> typed values (parsed as YAML)."""
+    """``["temperature=0.2", "mlp_hidden=[64, 64]"]`` -> values for TrialConfig.
+
+    A text field takes the text after ``=`` exactly (``data_root=lab #3``, ``augmentation=crop``);
+    any other field reads it as YAML (``[64, 64]``, ``null``), its numbers converted by the
+    field's declared type. A key that is not a field is refused by TrialConfig.
+    """
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
+        key = key.strip()
         if not sep or not key:
             raise SystemExit(f"--set expects key=value, got {pair!r}")
-        out[key.strip()] = yaml.safe_load(value)
+        field = TrialConfig.model_fields.get(key)
+        if field is not None and base_type(field.annotation) is str and value != "null":
+            out[key] = value
+        else:
+            out[key] = load_yaml(value)
     return out
 
 

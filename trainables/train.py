@@ -371,6 +371,30 @@ class _Trial:
         }
 
 
+def evaluation_metrics(config: TrialConfig) -> tuple[str, ...]:
+    """Every metric name an evaluation of this trial reports (``train/``, ``h/``, ``z/``,
+    ``sim/``, ``loss/``, ``probe/``), known before the trial runs."""
+    names = [
+        "train/loss", "train/lr", "train/examples_seen", "train/steps", "train/examples_per_s",
+    ]  # fmt: skip
+    geometry = ("align", "uniform", "effective_rank", "dim_std_min", "dim_std_mean", "zero_rows")
+    names += [f"{space}/{m}" for space in ("h", "z") for m in geometry]
+    names += ["sim/pos_mean", "sim/neg_mean", "sim/neg_q99", "sim/false_negative_rate"]
+    if config.objective == "info_nce":
+        names.append("sim/hardest_neg_share")
+    names.append("loss/candidates")
+    probes = ("knn", "linear") if config.linear_probe else ("knn",)
+    names += [f"probe/{p}_top1_{space}" for p in probes for space in ("h", "z")]
+    return tuple(names)
+
+
+def final_metrics(config: TrialConfig) -> tuple[str, ...]:
+    """Every numeric name in the result of :func:`run_trial`: the last evaluation's metrics,
+    ``examples_seen``, ``steps``, ``wall_s`` and ``time/*``."""
+    times = tuple(f"time/{k}" for k in ("train_s", "eval_s", "data_s", "checkpoint_s"))
+    return (*evaluation_metrics(config), "examples_seen", "steps", "wall_s", *times)
+
+
 def run_trial(
     config: TrialConfig | dict[str, Any], reporter: Reporter | None = None
 ) -> dict[str, Any]:

@@ -1,0 +1,113 @@
+"""Text a researcher types, read so that it means what they wrote.
+
+PyYAML implements YAML 1.1, where ``1e-4`` (no dot) is a string, ``on``/``yes``/``no`` are
+booleans, ``0x1F`` and ``017`` are integers, ``1:20`` is 80 and ``2024-05-01`` is a date. Study
+and trial files are read with :func:`load_yaml` instead, whose plain scalars resolve as in YAML
+1.2's core schema, with one deliberate difference: **numbers are left as their text**. Every value
+in these files lands in a field with a declared type (a :class:`~trainables.config.TrialConfig`
+field, a design option), and is converted by that type:
+
+- a ``float`` field reads ``1e-4``, ``5E-2``, ``.5`` and ``2`` as numbers;
+- an ``int`` field reads ``64``, ``1e5`` and ``64.0`` as integers and refuses ``64.5`` or ``0x40``;
+- a ``str`` field keeps the text exactly: a folder named ``20240501`` or ``0x1F`` stays that name;
+- ``null``/``~``/empty are None; ``true``/``false`` (any case) are booleans; ``yes``, ``on``,
+  ``off`` and dates are text (a ``bool`` field still accepts ``yes``/``on``, by its type).
+
+``a #b`` is still the text ``a`` followed by a comment, as in every YAML; quote it to keep it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import types
+import typing
+from typing import Any, Literal, get_args, get_origin
+
+import yaml
+
+_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+NUMBER = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
+
+
+class TextLoader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 core nulls and booleans, and numbers kept as their text."""
+
+
+TextLoader.yaml_implicit_resolvers = {}
+TextLoader.add_implicit_resolver("tag:yaml.org,2002:null", _NULL, ["~", "n", "N", ""])
+TextLoader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL, list("tTfF"))
+TextLoader.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
+
+
+def _bool(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> bool:
+    return loader.construct_scalar(node).lower() == "true"
+
+
+TextLoader.add_constructor("tag:yaml.org,2002:bool", _bool)
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML text; plain numbers stay text until a declared type converts them."""
+    return yaml.load(text, Loader=TextLoader)  # a SafeLoader subclass
+
+
+# ---------------------------------------------------------------------------------------------
+# conversion by declared type
+# ---------------------------------------------------------------------------------------------
+def _members(annotation: Any) -> tuple[Any, ...]:
+    """The alternatives of ``X | None`` / ``Optional[X]``, else (annotation,)."""
+    if get_origin(annotation) in (typing.Union, types.UnionType):
+        return get_args(annotation)
+    return (annotation,)
+
+
+def base_type(annotation: Any) -> Any:
+    """``float | None`` -> float; ``Literal['a', 'b']`` -> str; ``tuple[int, ...]`` -> tuple."""
+    members = [m for m in _members(annotation) if m is not type(None)]
+    if len(members) != 1:
+        return Any
+    member = members[0]
+    if get_origin(member) is Literal:
+        kinds = {type(v) for v in get_args(member)}
+        return kinds.pop() if len(kinds) == 1 else Any
+    return get_origin(member) or member
+
+
+def accepts_none(annotation: Any) -> bool:
+    return type(None) in _members(annotation)
+
+
+def integral(value: Any) -> Any:
+    """``"1e5"``, ``"64.0"`` or 64.0 -> an int when exactly integral; anything else unchanged
+    (the field's validator then refuses it with its own message)."""
+    if isinstance(value, str) and NUMBER.match(value.strip()):
+        number = float(value)
+    elif isinstance(value, float):
+        number = value
+    else:
+        return value
+    if math.isfinite(number) and number == int(number) and abs(number) < 2**53:
+        return int(number)
+    return value
+
+
+def typed_inputs(values: dict[str, Any], annotations: dict[str, Any]) -> dict[str, Any]:
+    """Prepare a mapping for a pydantic model with these field annotations.
+
+    Integer fields take exactly integral numbers written as floats (``1e5``); numeric fields
+    refuse booleans (pydantic would read ``true`` as 1). Everything else is left to the field's
+    own validation, which converts numeric text by the declared type.
+    """
+    out = dict(values)
+    for name, value in values.items():
+        kind = base_type(annotations.get(name, Any))
+        if kind in (int, float) and isinstance(value, bool):
+            raise ValueError(f"{name}: expected a number, got the boolean {value!r}")
+        if kind is int:
+            out[name] = integral(value)
+    return out
+
+
+__all__ = ["NUMBER", "TextLoader", "accepts_none", "base_type", "integral", "load_yaml"]
