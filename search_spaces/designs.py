@@ -154,6 +154,10 @@ class FixedDesign:
     def sample_config(self) -> TrialConfig:
         return self.trials[0].config
 
+    def representatives(self) -> tuple[TrialPlan, ...]:
+        """Trials that stand for the design in checks made before anything runs: all of them."""
+        return self.trials
+
     def schedule(self, past: list[PastTrial]) -> Schedule:
         """The trials without a FINISHED run, each under its own key (resumed, never doubled)."""
         finished = {p.key for p in past if p.status == FINISHED}
@@ -490,6 +494,12 @@ class AdaptiveDesign:
 
     def sample_config(self) -> TrialConfig:
         return adaptive_sample(self.spec)
+
+    def representatives(self) -> tuple[TrialPlan, ...]:
+        """The space's first corner, as a trial, for checks made before anything runs."""
+        config = self.sample_config()
+        factors = {n: getattr(config, n) for n in self.spec.factors}
+        return (TrialPlan("o-sample", 0, config.seed, factors, config, proposal="o-sample"),)
 
     def schedule(self, past: list[PastTrial]) -> Schedule:
         """Finished trials warm the sampler; unfinished ones are proposed again first, under

@@ -28,7 +28,6 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     TypeAdapter,
@@ -38,7 +37,7 @@ from pydantic import (
 )
 
 from trainables.config import TrialConfig
-from trainables.text import NUMBER, base_type, load_yaml, typed_inputs
+from trainables.text import NUMBER, ReadsText, base_type, load_yaml, typed_inputs
 
 SPEC_DIR = Path(__file__).resolve().parent
 DEFAULT_SPEC = SPEC_DIR / "default.yaml"
@@ -53,16 +52,8 @@ class StudyError(ValueError):
 MAX_NAME = 100
 
 
-class _Strict(BaseModel):
+class _Strict(ReadsText):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _typed(cls, data: Any) -> Any:
-        """Integers written as ``1e3`` are integers; a boolean is never a number."""
-        if not isinstance(data, dict):
-            return data
-        return typed_inputs(data, {n: f.annotation for n, f in cls.model_fields.items()})
 
 
 class Factor(_Strict):

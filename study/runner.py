@@ -40,6 +40,7 @@ from study.record import (
 from trainables.data import check_data
 
 RESULTS_FILE = "results.parquet"
+_USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")  # a user's own setting wins
 
 
 class StudyFailedError(RuntimeError):
@@ -123,7 +124,7 @@ def preflight(
         check_data(sample)
     except ValueError as err:
         raise StudyError(f"trial.{err}") from None
-    for plan in design.trials[:1] or []:
+    for plan in design.representatives():
         check_plan_fits(plan)
     if address is None:
         check_resources(spec, local_capacity(), "this machine (no --address: the study runs here)")
@@ -218,6 +219,15 @@ def _recorder_class():
     return MlflowRecorder
 
 
+def _slots(spec: StudySpec, concurrency: int | None) -> int:
+    """Trials that can run at once: the concurrency asked for, else as the cluster's CPUs allow."""
+    import ray
+
+    if concurrency:
+        return concurrency
+    return max(1, int(ray.cluster_resources().get("CPU", 1.0) // spec.resources.cpu))
+
+
 def _searcher(schedule: Schedule, trials_root: Path, cpu: float):
     """Ray Tune's view of a design's schedule: each suggestion is the schedule's next trial,
     each completed trial's last result goes back to it (adaptive designs learn from it)."""
@@ -307,11 +317,14 @@ def launch(
         resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
         concurrency = max_concurrent or spec.max_concurrent
         recorder = _recorder_class()(record, run_ids, new_run)
-        slots = concurrency or max(1, int(local_capacity()["CPU"] // spec.resources.cpu))
         progress = StudyProgress(
-            spec.study, schedule.total, schedule.done, slots, spec.target.metric, spec.target.mode
-        )
+            spec.study, schedule.total, schedule.done, _slots(spec, concurrency),
+            spec.target.metric, spec.target.mode,
+        )  # fmt: skip
         view = ProgressView(progress, trial_key)
+        # Tune lets a custom searcher hold one pending trial at a time unless told otherwise;
+        # every free slot may hold one, so concurrent trials start together.
+        os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = _USER_PENDING or str(_slots(spec, concurrency))
         tuner = tune.Tuner(
             tune.with_resources(run_study_trial, resources),
             tune_config=tune.TuneConfig(

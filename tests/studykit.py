@@ -62,3 +62,54 @@ def duplicated_metric_rows(db: Path) -> list[tuple]:
 
 def metric_steps(uri: str, run_id: str, key: str = "train/examples_seen") -> list[int]:
     return sorted(int(m.step) for m in MlflowClient(uri).get_metric_history(run_id, key))
+
+
+def wait_healthy(url: str, process, timeout: float = 90) -> int:
+    """Poll ``url/health`` until it answers (its status), failing early if ``process`` ended."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=2) as reply:
+                return reply.status
+        except OSError:
+            if process.poll() is not None:
+                err = process.stderr.read() if process.stderr else b""
+                raise AssertionError(f"{url} ended before answering: {err[-2000:]!r}") from None
+            assert time.monotonic() < deadline, f"{url} did not answer in {timeout} s"
+            time.sleep(0.5)
+
+
+def stop_group(process) -> None:
+    """SIGTERM a process started with start_new_session, and its whole group; SIGKILL if slow."""
+    import os
+    import signal
+    import subprocess
+
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def start_driver(spec: Path, workdir: Path, uri: str, study: str) -> tuple[list[str], object]:
+    """``study run SPEC`` as its own process session (so a test can kill it whole)."""
+    import subprocess
+
+    command = [
+        study,
+        "run",
+        str(spec),
+        "--tracking-uri",
+        uri,
+        "--storage",
+        str(workdir / "studies"),
+    ]
+    driver = subprocess.Popen(
+        command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    return command, driver

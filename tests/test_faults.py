@@ -12,7 +12,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import kill_processes_mentioning
-from studykit import child_runs, duplicated_metric_rows, metric_steps, parent_runs, write_spec
+from studykit import (
+    child_runs,
+    duplicated_metric_rows,
+    metric_steps,
+    parent_runs,
+    start_driver,
+    write_spec,
+)
 
 from study.runner import run_study
 
@@ -83,23 +90,7 @@ def test_driver_sigkill_then_rerun_runs_only_what_is_missing(workdir, ray_tmp):
         max_concurrent=1,
     )
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
-    command = [
-        STUDY,
-        "run",
-        str(spec),
-        "--tracking-uri",
-        uri,
-        "--storage",
-        str(workdir / "studies"),
-    ]
-    driver = subprocess.Popen(
-        command,
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    command, driver = start_driver(spec, workdir, uri, STUDY)
     trials = workdir / "studies" / "driver-kill" / "trials"
 
     def one_done_one_checkpointed():
@@ -180,19 +171,7 @@ def test_optuna_study_killed_mid_trial_resumes_that_trial_in_its_own_run(workdir
         max_concurrent=1,
     )
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
-    command = [
-        STUDY,
-        "run",
-        str(spec),
-        "--tracking-uri",
-        uri,
-        "--storage",
-        str(workdir / "studies"),
-    ]
-    driver = subprocess.Popen(
-        command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+    command, driver = start_driver(spec, workdir, uri, STUDY)
     trials = workdir / "studies" / "adaptive-kill" / "trials"
 
     def first_trial_twice_checkpointed():

@@ -7,18 +7,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
-from studykit import child_runs, parent_runs, write_spec
+from studykit import child_runs, parent_runs, stop_group, wait_healthy, write_spec
 
 from analysis.load import load_study, read_results
 from analysis.record import TRIAL_CONFIG_TAG, results_table
@@ -135,22 +132,9 @@ def _ui_answers(command: str, cwd: Path) -> int:
                               start_new_session=True)  # fmt: skip
     port = int(re.search(r"--port (\d+)", command).group(1))
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    return r.status
-            except OSError:
-                if server.poll() is not None:
-                    raise AssertionError(server.stderr.read().decode()[-2000:]) from None
-                assert time.monotonic() < deadline, "mlflow ui did not start"
-                time.sleep(0.5)
+        return wait_healthy(f"http://127.0.0.1:{port}", server)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop_group(server)
 
 
 @pytest.mark.slow

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from studykit import child_runs, duplicated_metric_rows, metric_steps, parent_runs, write_spec
+from studykit import (
+    child_runs,
+    duplicated_metric_rows,
+    metric_steps,
+    parent_runs,
+    stop_group,
+    wait_healthy,
+    write_spec,
+)
 
 from search_spaces.spec import StudyError
 from study.progress import StudyProgress
@@ -115,15 +120,7 @@ def test_server_mode_with_a_real_mlflow_server(workdir, ray_tmp):
     )
     uri = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                with urllib.request.urlopen(uri + "/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                assert time.monotonic() < deadline, "mlflow server did not start"
-                time.sleep(0.5)
+        assert wait_healthy(uri, server) == 200
         spec = write_spec(
             workdir / "s.yaml", "served", factors={"temperature": {"levels": [0.1, 0.5]}}
         )
@@ -134,11 +131,7 @@ def test_server_mode_with_a_real_mlflow_server(workdir, ray_tmp):
         assert all(metric_steps(uri, r.info.run_id) == [512, 1024, 1536] for r in runs)
         assert not (workdir / "mlflow.db").exists()  # nothing went to the embedded store
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop_group(server)
 
 
 @pytest.mark.slow

@@ -12,19 +12,19 @@ batch size is rejected as unmatchable; there is no partial last batch.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from trainables.augment import COMPONENTS, VECTOR_COMPONENTS, parse_augmentation
-from trainables.text import typed_inputs
+from trainables.text import ReadsText
 
 DATASETS = ("digits", "toy", "cifar10", "cifar100", "stl10", "imagefolder")
 ON_DISK_DATASETS = ("cifar10", "cifar100", "stl10", "imagefolder")
 REFERENCE_BATCH = 256
 
 
-class TrialConfig(BaseModel):
+class TrialConfig(ReadsText):
     """Every setting of one trial. Unknown keys raise; instances are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
@@ -91,14 +91,6 @@ class TrialConfig(BaseModel):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["fp32", "bf16"] = "fp32"
     num_workers: int = Field(0, ge=0)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _typed(cls, data: Any) -> Any:
-        """Integers written as ``1e5`` are integers; a boolean is never a number."""
-        if not isinstance(data, dict):
-            return data
-        return typed_inputs(data, {n: f.annotation for n, f in cls.model_fields.items()})
 
     @model_validator(mode="after")
     def _check(self) -> TrialConfig:

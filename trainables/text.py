@@ -25,6 +25,7 @@ import typing
 from typing import Any, Literal, get_args, get_origin
 
 import yaml
+from pydantic import BaseModel, model_validator
 
 _NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
 _BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
@@ -110,4 +111,19 @@ def typed_inputs(values: dict[str, Any], annotations: dict[str, Any]) -> dict[st
     return out
 
 
-__all__ = ["NUMBER", "TextLoader", "accepts_none", "base_type", "integral", "load_yaml"]
+class ReadsText(BaseModel):
+    """A pydantic model whose fields read text by their declared types (see the module)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed(cls, data: Any) -> Any:
+        """Integers written as ``1e5`` are integers; a boolean is never a number."""
+        if not isinstance(data, dict):
+            return data
+        return typed_inputs(data, {n: f.annotation for n, f in cls.model_fields.items()})
+
+
+__all__ = [
+    "NUMBER", "ReadsText", "TextLoader", "accepts_none", "base_type", "integral", "load_yaml",
+    "typed_inputs",
+]  # fmt: skip
