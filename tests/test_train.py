@@ -13,7 +13,13 @@ import torch
 import yaml
 
 from trainables.config import TrialConfig
-from trainables.train import CHECKPOINT_FILE, LocalReporter, run_trial
+from trainables.train import (
+    CHECKPOINT_FILE,
+    LocalReporter,
+    evaluation_metrics,
+    final_metrics,
+    run_trial,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ROOT / "trainables" / "presets"
@@ -236,3 +242,24 @@ def test_bf16_trial_on_cuda():
         | {"device": "cuda", "precision": "bf16", "budget_examples": 128 * 8, "eval_marks": 2}
     )
     assert result["status"] == "finished" and math.isfinite(result["train/loss"])
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"objective": "info_nce", "linear_probe": True},
+        {"objective": "align_uniform", "lam_t": 2.0, "linear_probe": False},
+    ],
+)
+def test_the_metric_catalogue_is_what_a_trial_reports(settings):
+    """Study files are checked against this catalogue before anything runs (issue 8)."""
+    config = TrialConfig(
+        dataset="digits", budget_examples=128, batch_size=64, eval_marks=1, heldout_size=60,
+        probe_train_size=60, linear_probe_iters=3, **settings,
+    )  # fmt: skip
+    reporter = LocalReporter()
+    result = run_trial(config, reporter)
+    (_, reported), *_ = reporter.history
+    assert sorted(reported) == sorted(evaluation_metrics(config))
+    numeric = {k for k, v in result.items() if isinstance(v, int | float)}
+    assert sorted(numeric) == sorted(final_metrics(config))
