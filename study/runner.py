@@ -331,7 +331,7 @@ def launch(
                 search_alg=_searcher(schedule, trials_root, spec.resources.cpu),
                 num_samples=schedule.remaining,
                 max_concurrent_trials=concurrency,
-                reuse_actors=False,
+                reuse_actors=True,
                 trial_dirname_creator=trial_key,
                 trial_name_creator=trial_key,
             ),
