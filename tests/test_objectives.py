@@ -22,6 +22,7 @@ from trainables.objectives import (
     info_nce_dense,
     min_row_norm,
     nt_xent,
+    rows_per_chunk,
     uniform_loss,
     unit_rows,
 )
@@ -570,3 +571,298 @@ def test_gradcheck_far_from_unit_scale(fn, scale):
     loss = ROW_NORMALISERS[fn][0]
     assert float(loss(z.detach() * scale)) == pytest.approx(float(loss(z.detach())), rel=1e-12)
     assert torch.autograd.gradcheck(lambda z: loss(z * scale), (z,))
+
+
+# ---------------------------------------------------------------------------------------------
+# blocks: one block or many, positives by index or by mask, the memory budget
+# ---------------------------------------------------------------------------------------------
+# 40 rows: sources with 2, 3 and 4 views, interleaved; 4 groups by row, so that groups join
+# several sources and the views of one source often lie in different groups
+BLOCK_SOURCES = [s % 13 for s in range(26)] + [0, 1, 2, 3, 4, 5, 0, 1, 2, 3, 6, 7, 8, 9]
+BLOCK_GROUPS = [i % 4 for i in range(40)]
+# layout -> _CHUNK_ELEMENTS: the budget (one block), blocks of 3 rows, blocks of one row
+LAYOUTS = {"one_block": None, "rows_of_3": 3 * 40, "rows_of_1": 1}
+
+
+def _run_layout(monkeypatch, layout, sparse, fn):
+    """fn() under a forced layout and positive format; returns (its value, blocks per call)."""
+    monkeypatch.setattr(objectives, "_CHUNK_ELEMENTS", LAYOUTS[layout])
+    monkeypatch.setattr(objectives, "_SPARSE_POSITIVES", sparse)
+    blocks = []
+    plan = objectives._Pairs.plan
+
+    def spy(self, step):
+        out = plan(self, step)
+        blocks.append(out)
+        return out
+
+    monkeypatch.setattr(objectives._Pairs, "plan", spy)
+    try:
+        return fn(), blocks
+    finally:
+        monkeypatch.setattr(objectives._Pairs, "plan", plan)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("sparse", [True, False])
+def test_one_block_and_chunks_give_the_same_values_and_gradients(policy, sparse, monkeypatch):
+    z = seeded(40, 6, seed=30).requires_grad_()
+    sources, groups = torch.tensor(BLOCK_SOURCES), torch.tensor(BLOCK_GROUPS)
+
+    def losses_and_gradient():
+        losses = info_nce(z, sources, 0.2, groups=groups, group_policy=policy, reduction="none")
+        weights = seeded(40, seed=31)  # a gradient that differs per anchor
+        (grad,) = torch.autograd.grad((losses * weights).sum(), z)
+        return losses.detach(), grad
+
+    results = {}
+    for layout in LAYOUTS:
+        results[layout], plans = _run_layout(monkeypatch, layout, sparse, losses_and_gradient)
+        expected_blocks = {"one_block": 1, "rows_of_3": 14, "rows_of_1": 40}[layout]
+        assert [len(p) for p in plans] == [expected_blocks]
+        assert all(s == sparse for _, _, s in plans[0])
+    one_losses, one_grad = results["one_block"]
+    for layout in ("rows_of_3", "rows_of_1"):
+        losses, grad = results[layout]
+        torch.testing.assert_close(losses, one_losses, rtol=1e-13, atol=1e-14)
+        torch.testing.assert_close(grad, one_grad, rtol=1e-12, atol=1e-14)
+    # and the mean (in rows of 1) is the dense reference's
+    dense = info_nce_dense(z, sources, 0.2, groups=groups, group_policy=policy)
+    (g_dense,) = torch.autograd.grad(dense, z)
+    monkeypatch.setattr(objectives, "_SPARSE_POSITIVES", sparse)
+    mean = info_nce(z, sources, 0.2, groups=groups, group_policy=policy)
+    (g_mean,) = torch.autograd.grad(mean, z)
+    torch.testing.assert_close(mean, dense, rtol=1e-13, atol=0)
+    torch.testing.assert_close(g_mean, g_dense, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("layout", ["one_block", "rows_of_3"])
+def test_positives_by_index_and_by_mask_match_the_loop_reference(
+    policy, sparse, layout, monkeypatch
+):
+    z = seeded(12, 5, seed=3)
+    sources, groups = MULTI_VIEW["sources"], MULTI_VIEW["groups"]
+    expected = info_nce_loop(z.tolist(), sources, 0.2, groups, policy)
+    monkeypatch.setattr(objectives, "_CHUNK_ELEMENTS", None if layout == "one_block" else 36)
+    monkeypatch.setattr(objectives, "_SPARSE_POSITIVES", sparse)
+    per_anchor = info_nce(
+        z, torch.tensor(sources), 0.2, groups=torch.tensor(groups), group_policy=policy,
+        reduction="none",
+    )  # fmt: skip
+    torch.testing.assert_close(per_anchor, torch.tensor(expected, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("sparse", [True, False])
+def test_blocks_reproduce_pair_masks(policy, sparse):
+    # candidates as gathered from 3 ranks of 10 rows; the anchors are rank 1's rows; groups
+    # at random, so that the two views of a source may lie in different groups
+    gen = torch.Generator().manual_seed(32)
+    cand_sources = torch.cat([torch.randperm(15, generator=gen) for _ in range(2)])
+    cand_groups = torch.randint(0, 4, (30,), generator=gen)
+    self_index = torch.arange(10, 20)
+    sources, groups = cand_sources[10:20], cand_groups[10:20]
+    pairs = objectives._Pairs(
+        sources, cand_sources, self_index, groups, cand_groups, policy, sources
+    )
+    for a, b in [(0, 10), (2, 7), (9, 10)]:
+        block = objectives._Block(pairs, a, b, sparse)
+        positive, kept = objectives.pair_masks(
+            sources[a:b],
+            cand_sources,
+            self_index[a:b],
+            anchor_groups=groups[a:b],
+            candidate_groups=cand_groups,
+            group_policy=policy,
+        )
+        if sparse:
+            assert block.positive is None
+            listed = torch.zeros_like(positive)
+            listed[block.positive_rows, block.positive_cols] = True
+        else:
+            listed = block.positive
+        assert torch.equal(listed, positive)
+        assert torch.equal(block.counts, positive.sum(dim=1))
+        block_kept = torch.ones_like(kept)
+        block_kept[torch.arange(b - a), block.self_cols] = False
+        if block.dropped is not None:
+            block_kept &= ~block.dropped
+        assert torch.equal(block_kept, kept)
+        assert (block.dropped is not None) == (policy == "mask")
+
+
+def test_positives_are_listed_by_index_when_few():
+    n = 64
+    sources, index = torch.arange(n // 2).repeat(2), torch.arange(n)
+
+    def formats(groups, policy, step):
+        pairs = objectives._Pairs(sources, sources, index, groups, groups, policy, sources)
+        return [sparse for _, _, sparse in pairs.plan(step)]
+
+    assert formats(None, "negative", n) == [True]
+    assert formats(None, "negative", 16) == [True] * 4
+    # a group policy of "positive" with 2 groups: half of all pairs are positives
+    assert formats(index % 2, "positive", n) == [False]
+    # under "mask" the groups leave the positives alone
+    assert formats(index % 2, "mask", n) == [True]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("layout", ["one_block", "rows_of_3"])
+def test_info_nce_gradcheck_in_every_layout(policy, sparse, layout, monkeypatch):
+    z = seeded(12, 5, seed=10).requires_grad_()
+    sources, groups = torch.tensor(MULTI_VIEW["sources"]), torch.tensor(MULTI_VIEW["groups"])
+    monkeypatch.setattr(objectives, "_CHUNK_ELEMENTS", None if layout == "one_block" else 36)
+    monkeypatch.setattr(objectives, "_SPARSE_POSITIVES", sparse)
+    assert torch.autograd.gradcheck(
+        lambda z: info_nce(z, sources, 0.3, groups=groups, group_policy=policy, reduction="none"),
+        (z,),
+    )
+
+
+@pytest.mark.parametrize("dim", [4, 64])
+def test_kept_block_backward_with_and_without_folding(dim, monkeypatch):
+    # two views of 32 sources: K = 64 positives; K × D is small next to N × M at D = 4 only
+    n = 64
+    z = seeded(n, dim, seed=35).requires_grad_()
+    sources = torch.arange(n // 2).repeat(2)
+    pairs = objectives._Pairs(sources, sources, torch.arange(n), None, None, "negative", sources)
+    assert pairs.plan(n) == [(0, n, True)]
+    assert objectives._Block(pairs, 0, n, True).folds(n, dim) == (dim == 4)
+
+    def losses_and_gradient():
+        losses = info_nce(z, sources, 0.2, reduction="none")
+        (grad,) = torch.autograd.grad((losses * seeded(n, seed=36)).sum(), z)
+        return losses.detach(), grad
+
+    (one_losses, one_grad), plans = _run_layout(monkeypatch, "one_block", None, losses_and_gradient)
+    assert plans == [[(0, n, True)]]
+    (losses, grad), _ = _run_layout(monkeypatch, "rows_of_3", None, losses_and_gradient)
+    torch.testing.assert_close(one_losses, losses, rtol=1e-13, atol=1e-14)
+    torch.testing.assert_close(one_grad, grad, rtol=1e-12, atol=1e-14)
+    small = seeded(16, 2, seed=37).requires_grad_()
+    pairs = torch.arange(8).repeat(2)
+    assert torch.autograd.gradcheck(lambda z: info_nce(z, pairs, 0.3, reduction="none"), (small,))
+
+
+@pytest.mark.parametrize("layout", ["one_block", "rows_of_3"])
+def test_backward_twice_with_retained_graph(layout, monkeypatch):
+    monkeypatch.setattr(objectives, "_CHUNK_ELEMENTS", None if layout == "one_block" else 36)
+    z = seeded(12, 5, seed=33).requires_grad_()
+    loss = info_nce(z, torch.tensor(MULTI_VIEW["sources"]), 0.2)
+    (first,) = torch.autograd.grad(loss, z, retain_graph=True)
+    (second,) = torch.autograd.grad(loss, z)
+    assert torch.equal(first, second)
+
+
+@pytest.mark.parametrize("layout", ["one_block", "rows_of_3"])
+@pytest.mark.parametrize("sparse", [True, False])
+def test_single_view_source_in_every_layout(layout, sparse, monkeypatch):
+    monkeypatch.setattr(objectives, "_CHUNK_ELEMENTS", None if layout == "one_block" else 12)
+    monkeypatch.setattr(objectives, "_SPARSE_POSITIVES", sparse)
+    with pytest.raises(ValueError, match=r"sources: source 7 \(row 3\) has a single view"):
+        info_nce(seeded(7, 3), torch.tensor([0, 0, 1, 7, 1, 2, 2]), 0.1)
+
+
+def test_rows_per_chunk_follows_the_budget():
+    per_pair = objectives.block_bytes_per_pair(torch.float32)
+    assert per_pair == 12 and objectives.block_bytes_per_pair(torch.float64) == 20
+    # one block exactly when the whole (N, M) block fits
+    assert rows_per_chunk(1000, 1000, budget=1000 * 1000 * 12, bytes_per_element=12) == 1000
+    assert rows_per_chunk(1000, 1000, budget=1000 * 1000 * 12 - 1, bytes_per_element=12) == 500
+    assert rows_per_chunk(1000, 1000, budget=400 * 1000 * 12, bytes_per_element=12) == 334
+    # N = 16384 on CUDA's cap: several blocks, each within the budget
+    rows = rows_per_chunk(16384, 16384, budget=2**29, bytes_per_element=per_pair)
+    blocks = -(-16384 // rows)
+    assert blocks == 7 and rows == 2341  # 2730 rows fit: 7 blocks, made equal
+    assert rows * 16384 * per_pair <= 2**29
+    assert rows_per_chunk(10, 10, budget=1, bytes_per_element=12) == 1  # at least one row
+    assert rows_per_chunk(2**20) == 4  # without a budget: blocks of 2**22 elements, as before
+    assert rows_per_chunk(12, 12, budget=2**30) == 12
+
+
+def test_memory_budget(monkeypatch):
+    budget = objectives.memory_budget("cpu")
+    assert 0 < budget <= objectives._CPU_BUDGET_BYTES
+    assert objectives.memory_budget() == budget
+    monkeypatch.setattr(objectives, "_CPU_BUDGET_BYTES", 12345)
+    assert objectives.memory_budget(torch.device("cpu")) == 12345
+
+
+def test_cuda_budget_follows_free_memory(monkeypatch):
+    free, reserved, allocated = 3 * 2**30, 2**30, 2**29
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: reserved)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocated)
+    assert objectives.memory_budget("cuda") == objectives._CUDA_BUDGET_BYTES == 2**29
+    free = 2**30  # short of memory: a quarter of free + cached unused
+    assert objectives.memory_budget(torch.device("cuda", 0)) == (2**30 + 2**29) // 4
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("layout", ["one_block", "rows_of_3"])
+def test_layouts_of_other_devices_give_the_same_values_and_gradients(policy, layout, monkeypatch):
+    # on CUDA: sums by index_put_(accumulate=True), gradients in contiguous arrays; run here
+    z = seeded(40, 2, seed=38).requires_grad_()
+    sources, groups = torch.tensor(BLOCK_SOURCES), torch.tensor(BLOCK_GROUPS)
+
+    def losses_and_gradient():
+        losses = info_nce(z, sources, 0.2, groups=groups, group_policy=policy, reduction="none")
+        (grad,) = torch.autograd.grad((losses * seeded(40, seed=39)).sum(), z)
+        return losses.detach(), grad
+
+    (cpu_losses, cpu_grad), _ = _run_layout(monkeypatch, layout, True, losses_and_gradient)
+    monkeypatch.setattr(objectives, "_on_cpu", lambda t: False)
+    (losses, grad), _ = _run_layout(monkeypatch, layout, True, losses_and_gradient)
+    torch.testing.assert_close(losses, cpu_losses, rtol=1e-13, atol=1e-14)
+    torch.testing.assert_close(grad, cpu_grad, rtol=1e-12, atol=1e-14)
+    pairs = objectives._Pairs(sources, sources, torch.arange(40), groups, groups, policy, sources)
+    pairs.plan(40)
+    folded = objectives._Block(pairs, 0, 40, True).folds(40, 2)
+    assert folded == (policy != "positive")  # one block: the folded backward ran, or not
+
+
+def _largest_tensor_bytes(fn) -> int:
+    """The largest tensor any aten op makes while fn() runs (forward and backward)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Largest(TorchDispatchMode):
+        most = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    Largest.most = max(Largest.most, t.numel() * t.element_size())
+            return out
+
+    with Largest():
+        fn()
+    return Largest.most
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_memory_stays_within_a_small_budget(policy, monkeypatch):
+    n, d = 256, 8
+    z = seeded(n, d, seed=34).requires_grad_()
+    sources, groups = torch.arange(n // 2).repeat(2), torch.arange(n) % 16
+
+    def step():
+        info_nce(z, sources, 0.2, groups=groups, group_policy=policy).backward()
+
+    whole = _largest_tensor_bytes(step)
+    assert whole >= n * n * 8  # the default budget takes all (N, N) float64 logits at once
+    budget = 16 * n * objectives.block_bytes_per_pair(torch.float64)  # 16 rows of 256
+    monkeypatch.setattr(objectives, "_CPU_BUDGET_BYTES", budget)
+    assert rows_per_chunk(n, n, budget=objectives.memory_budget("cpu"), bytes_per_element=20) == 16
+    chunked = _largest_tensor_bytes(step)
+    assert chunked <= 16 * n * 8  # no tensor beyond one (16, N) float64 block
+    assert chunked <= budget
+    z.grad = None
+    monkeypatch.setattr(objectives, "_CPU_BUDGET_BYTES", budget)
+    _, plans = _run_layout(monkeypatch, "one_block", None, step)
+    assert len(plans[0]) == n // 16

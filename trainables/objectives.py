@@ -38,12 +38,39 @@ spread over ranks. ``groups`` are semantic identities (one item photographed twi
 ranks), and neither reading is safe to guess: under a gather ``group_ids`` must be stated, and an
 unstated one is a ``ValueError``. Without a gather both are ignored. A rank that finds a zero row
 under a gather tells the others, so every rank raises the same error instead of waiting.
+
+Memory
+------
+``info_nce`` (and ``nt_xent``) work on blocks of anchors against all M candidates, sized from a
+memory budget (:func:`memory_budget`): on the CPU 1 GiB, or 1/16 of the physical RAM if that is
+less; on CUDA 512 MiB, or a quarter of the device's free memory (what the driver has free plus
+what PyTorch's allocator holds unused) if that is less; any other device follows the CPU rule. A
+block of C anchors is charged C × M × (2 × itemsize + 4) bytes (12 bytes a pair in float32): the
+logits, a second (C, M) array in backward, and (C, M) boolean masks.
+
+- When the whole (N, M) block fits, it is computed once: forward keeps its exponentials and
+  their row sums, and backward applies the closed-form gradient to them; nothing is recomputed.
+- When it does not, anchors go in (nearly) equal chunks of as many rows as fit: forward keeps
+  only each anchor's log-partition (N,) and backward recomputes each chunk's similarities (one
+  more matrix product). Peak memory is the budget plus O((N + M) × D), whatever N.
+
+Either way the gradient is the closed form ``dloss_i/ds_ia = (softmax over K(i))_a - 1[a in P(i)]
+/ |P(i)|``, times 1/τ. Self pairs are excluded by index. Positives are listed once, by index,
+from the sorted ids (no (N, M) work) when at most one pair in 8 could be one and the list takes
+at most 1/64 of the budget (SimCLR: one positive per anchor); otherwise each block holds them as
+a (C, M) mask. Only ``group_policy="mask"`` builds a (C, M) mask of dropped candidates. Sums over
+listed positives run in a fixed order (no atomics). With the budget at its cap (the usual case)
+the blocks, and so every bit of the result, depend only on N, M and the dtype; on a CUDA device
+short of memory they shrink with what is free.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Literal
 
 import torch
@@ -57,8 +84,17 @@ IdScope = Literal["local", "global"]
 ID_SCOPES: tuple[str, ...] = ("local", "global")
 Gather = Callable[[Tensor], Tensor]
 
-# Elements of one anchor-chunk × candidates block: 2**22 float32 is 16 MiB per intermediate.
-_CHUNK_ELEMENTS = 2**22
+# Blocks of anchors × candidates (see "Memory" above). rows_per_chunk without a budget: 2**22
+# elements, 16 MiB of float32 per intermediate (what measurement code such as diagnostics uses).
+_DEFAULT_BLOCK_ELEMENTS = 2**22
+# When set, every block has at most this many elements whatever the budget (tests force chunks).
+_CHUNK_ELEMENTS: int | None = None
+_CPU_BUDGET_BYTES = 2**30  # cap on the CPU (and any device but CUDA) ...
+_CPU_RAM_SHARE = 16  # ... or physical RAM / 16 if less
+_CUDA_BUDGET_BYTES = 2**29  # cap on CUDA ...
+_CUDA_FREE_SHARE = 4  # ... or (free + cached unused) / 4 if less
+# Positives listed by index (True), held as (C, M) masks (False), or chosen from the ids (None).
+_SPARSE_POSITIVES: bool | None = None
 
 
 class NonFiniteError(ValueError):
@@ -317,54 +353,378 @@ def pair_masks(
     return positive, kept
 
 
-def rows_per_chunk(n_candidates: int) -> int:
-    return max(1, _CHUNK_ELEMENTS // max(1, n_candidates))
+@lru_cache(maxsize=1)
+def _physical_memory() -> int | None:
+    """Bytes of physical RAM, or None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def memory_budget(device: torch.device | str | None = None) -> int:
+    """Bytes one block of :func:`info_nce` may take on ``device`` (see "Memory" above).
+
+    CUDA: 512 MiB, or a quarter of the free memory (the driver's free memory plus what PyTorch's
+    caching allocator holds unused) if that is less. Anything else: 1 GiB, or 1/16 of the
+    physical RAM if that is less.
+    """
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda" and torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info(device)
+        unused = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return max(1, min(_CUDA_BUDGET_BYTES, (free + unused) // _CUDA_FREE_SHARE))
+    ram = _physical_memory()
+    return _CPU_BUDGET_BYTES if not ram else max(1, min(_CPU_BUDGET_BYTES, ram // _CPU_RAM_SHARE))
+
+
+def block_bytes_per_pair(dtype: torch.dtype) -> int:
+    """Bytes an info_nce block is charged per (anchor, candidate) pair: 2 × itemsize + 4."""
+    return 2 * torch.empty((), dtype=dtype).element_size() + 4
+
+
+def rows_per_chunk(
+    n_candidates: int,
+    n_anchors: int | None = None,
+    *,
+    budget: int | None = None,
+    bytes_per_element: int = 4,
+) -> int:
+    """Anchor rows per block of ``n_candidates`` columns.
+
+    With ``budget`` (bytes): as many rows as keep rows × n_candidates × bytes_per_element within
+    it. Without: blocks of 2**22 elements (16 MiB per float32 intermediate). ``_CHUNK_ELEMENTS``,
+    when set, fixes the elements per block instead. At least 1. With ``n_anchors``: the fewest
+    blocks that fit, made (nearly) equal, so ``rows_per_chunk(m, n, ...) == n`` means one block.
+    """
+    if _CHUNK_ELEMENTS is not None:
+        elements = _CHUNK_ELEMENTS
+    elif budget is None:
+        elements = _DEFAULT_BLOCK_ELEMENTS
+    else:
+        elements = budget // max(1, bytes_per_element)
+    rows = max(1, elements // max(1, n_candidates))
+    if n_anchors is None:
+        return rows
+    n_anchors = max(1, n_anchors)
+    blocks = -(-n_anchors // rows)
+    return -(-n_anchors // blocks)  # as many blocks, of (nearly) equal size
+
+
+def _on_cpu(t: Tensor) -> bool:
+    """Whether ``t`` takes the CPU's layouts and kernels below (tests may say no to run the
+    layouts of other devices on the CPU)."""
+    return t.device.type == "cpu"
+
+
+def _t_zeros(like: Tensor) -> Tensor:
+    """Zeros shaped like ``like`` (M, D); on the CPU the transpose of a (D, M) array, so that
+    ``addmm_(g.T, x)`` into it reads ``g`` row by row (MKL: ~15% faster, the same bits)."""
+    if _on_cpu(like):
+        return like.new_zeros(like.shape[1], like.shape[0]).T
+    return torch.zeros_like(like, memory_format=torch.contiguous_format)
+
+
+def _t_mm(g: Tensor, x: Tensor) -> Tensor:
+    """``g.T @ x`` (M, D), in the layout of :func:`_t_zeros`."""
+    if _on_cpu(g):
+        return x.new_empty(x.shape[1], g.shape[1]).T.addmm_(g.T, x, beta=0)
+    return g.T @ x
+
+
+def _add_rows_(target: Tensor, index: Tensor, values: Tensor) -> Tensor:
+    """target[index[k]] += values[k], in place and in a fixed order: ``index_add_`` on the CPU,
+    ``index_put_(accumulate=True)`` (sorted, no atomics) elsewhere."""
+    if _on_cpu(target):
+        return target.index_add_(0, index, values)
+    return target.index_put_((index,), values, accumulate=True)
+
+
+def _match_counts(ids: Tensor, pool: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """For each of ``ids`` (N,), where its equals sit in ``pool`` (M,) once sorted.
+
+    Returns ``order`` (M,), the stable sorting permutation of ``pool``, and ``lo``, ``counts``
+    (N,): the equals of ``ids[i]`` are ``pool[order[lo[i] : lo[i] + counts[i]]]``.
+    """
+    ordered, order = torch.sort(pool.long(), stable=True)
+    ids = ids.long()
+    lo = torch.searchsorted(ordered, ids)
+    return order, lo, torch.searchsorted(ordered, ids, right=True) - lo
+
+
+def _equal_pairs(ids: Tensor, pool: Tensor) -> tuple[Tensor, Tensor]:
+    """Every (i, j) with ``ids[i] == pool[j]`` as (rows, cols), by i and then j, in O(N + M + K)."""
+    order, lo, counts = _match_counts(ids, pool)
+    k = int(counts.sum())
+    rows = torch.repeat_interleave(
+        torch.arange(ids.shape[0], device=ids.device), counts, output_size=k
+    )
+    first = counts.cumsum(0) - counts  # where each row's pairs start
+    within = torch.arange(k, device=ids.device) - first[rows]
+    return rows, order[lo[rows] + within]
+
+
+class _Pairs:
+    """Positives and kept candidates of every anchor, exactly as :func:`pair_masks` has them.
+
+    Positives are either listed once for all anchors by index (``rows``, ``cols``, sorted by
+    row, found by sorting the ids: no (N, M) work) or found block by block as a (C, M) mask, when
+    more than one pair in 8 could be a positive or the list would take more than 1/64 of the
+    budget. ``counts`` (N,) is |P(i)| once listed.
+    """
+
+    def __init__(
+        self,
+        sources: Tensor,
+        cand_sources: Tensor,
+        self_index: Tensor,
+        groups: Tensor | None,
+        cand_groups: Tensor | None,
+        policy: GroupPolicy,
+        local_sources: Tensor,
+        budget: int | None = None,
+    ) -> None:
+        self.sources, self.cand_sources, self.self_index = sources, cand_sources, self_index
+        # Under "negative" a group mate is a negative like any other: groups change nothing.
+        use_groups = groups is not None and cand_groups is not None and policy != "negative"
+        self.groups = groups if use_groups else None
+        self.cand_groups = cand_groups if use_groups else None
+        self.policy, self.local_sources = policy, local_sources
+        self.budget = memory_budget(sources.device) if budget is None else budget
+        self.rows = self.cols = self.counts = None
+        self._spans: dict[int, int] = {}
+
+    def refuse_lonely(self, a: int, counts: Tensor) -> None:
+        """ValueError naming the first anchor from ``a`` on whose count of positives is 0."""
+        if not bool((counts > 0).all()):
+            i = a + int((counts == 0).nonzero()[0, 0])
+            raise ValueError(
+                f"sources: source {int(self.local_sources[i])} (row {i}) has a single view; "
+                "every anchor needs at least one positive"
+            )
+
+    def few_positives(self) -> bool:
+        """Whether positives are listed by index: at most one pair in 8 could be one, and the
+        list takes at most 1/64 of the budget (an upper bound from the ids, self included)."""
+        if _SPARSE_POSITIVES is not None:
+            return _SPARSE_POSITIVES
+        bound = int(_match_counts(self.sources, self.cand_sources)[2].sum())
+        if self.policy == "positive" and self.groups is not None:
+            bound += int(_match_counts(self.groups, self.cand_groups)[2].sum())
+        n, m = self.sources.shape[0], self.cand_sources.shape[0]
+        return 8 * bound <= n * m and 64 * bound <= self.budget
+
+    def list_positives(self) -> None:
+        """rows, cols: every (anchor, positive) pair, by anchor; counts; refuses lonely anchors."""
+        if self.rows is not None:
+            return
+        if self.policy == "positive" and self.groups is not None:
+            # P(i) = (same source or same group) less self: the group's pairs, and those of
+            # the source in another group
+            rows, cols = _equal_pairs(self.groups, self.cand_groups)
+            s_rows, s_cols = _equal_pairs(self.sources, self.cand_sources)
+            other = self.cand_groups[s_cols] != self.groups[s_rows]
+            rows, cols = torch.cat([rows, s_rows[other]]), torch.cat([cols, s_cols[other]])
+            order = torch.argsort(rows * self.cand_sources.shape[0] + cols)
+            rows, cols = rows[order], cols[order]
+        else:
+            rows, cols = _equal_pairs(self.sources, self.cand_sources)
+        other = cols != self.self_index[rows]
+        self.rows, self.cols = rows[other], cols[other]
+        n = self.sources.shape[0]
+        starts = torch.searchsorted(self.rows, torch.arange(n + 1, device=self.rows.device))
+        self.counts = starts[1:] - starts[:-1]
+        self.refuse_lonely(0, self.counts)
+
+    def span(self, a: int) -> int:
+        """Where anchor ``a``'s positives start in ``rows``/``cols``."""
+        if a not in self._spans:
+            self._spans[a] = int(torch.searchsorted(self.rows, a))
+        return self._spans[a]
+
+    def plan(self, step: int) -> list[tuple[int, int, bool]]:
+        """Blocks (a, b, sparse) of ``step`` anchors; sparse: positives listed by index."""
+        n = self.sources.shape[0]
+        edges = [*range(0, n, step), n]
+        sparse = self.few_positives()
+        if sparse:
+            self.list_positives()
+            at = torch.tensor(edges, device=self.rows.device)
+            self._spans.update(zip(edges, torch.searchsorted(self.rows, at).tolist(), strict=True))
+        return [(a, b, sparse) for a, b in itertools.pairwise(edges)]
+
+
+class _Block:
+    """Anchors [a, b): what a block needs of :class:`_Pairs`.
+
+    ``self_cols`` (C,): each anchor's own column, never kept. ``positive_rows`` and
+    ``positive_cols`` (K,) list P(i) by index (sparse), or ``positive`` (C, M) holds it as a mask.
+    ``dropped`` (C, M): group mates out of the denominator under ``"mask"``, else None.
+    ``counts`` (C,): |P(i)|.
+    """
+
+    def __init__(self, pairs: _Pairs, a: int, b: int, sparse: bool) -> None:
+        self.rows = torch.arange(b - a, device=pairs.sources.device)
+        self.self_cols = pairs.self_index[a:b]
+        self.dropped = self.positive = self.positive_rows = self.positive_cols = None
+        same = None
+        if pairs.groups is not None and pairs.policy == "mask":
+            # group mates of another source leave the denominator
+            same = pairs.cand_sources[None, :] == pairs.sources[a:b, None]  # (C, M)
+            same_group = pairs.cand_groups[None, :] == pairs.groups[a:b, None]
+            self.dropped = same_group.logical_and_(same.logical_not())
+        if sparse:
+            pairs.list_positives()
+            lo, hi = pairs.span(a), pairs.span(b)
+            self.positive_rows = pairs.rows[lo:hi] - a
+            self.positive_cols = pairs.cols[lo:hi]
+            self.counts = pairs.counts[a:b]
+            return
+        if same is None:
+            same = pairs.cand_sources[None, :] == pairs.sources[a:b, None]  # (C, M)
+        if pairs.groups is not None and pairs.policy == "positive":
+            same.logical_or_(pairs.cand_groups[None, :] == pairs.groups[a:b, None])
+        same[self.rows, self.self_cols] = False
+        self.positive, self.counts = same, same.sum(dim=1)
+        pairs.refuse_lonely(a, self.counts)
+
+    def positive_mean(self, logits: Tensor) -> Tensor:
+        """(C,) mean logit over each anchor's positives."""
+        if self.positive is not None:
+            total = (logits * self.positive).sum(dim=1)
+        else:
+            values = logits[self.positive_rows, self.positive_cols]
+            total = _add_rows_(logits.new_zeros(logits.shape[0]), self.positive_rows, values)
+        return total / self.counts
+
+    def subtract_targets_(self, g: Tensor) -> Tensor:
+        """g -= 1[a in P(i)] / |P(i)|, in place."""
+        inverse = self.counts.to(g.dtype).reciprocal_()
+        if self.positive is not None:
+            return g.addcmul_(self.positive, inverse[:, None], value=-1)
+        rows, cols = self.positive_rows, self.positive_cols
+        g[rows, cols] -= inverse[rows]
+        return g
+
+    def folds(self, m: int, dim: int) -> bool:
+        """Whether backward of a kept block adds the targets' part by index (positives listed,
+        and their K × D gathered rows at most a quarter of the (C, M) block) instead of
+        subtracting the targets from a normalised copy of the block."""
+        return self.positive is None and 4 * self.positive_rows.numel() * dim <= (
+            self.counts.numel() * m
+        )
+
+    def subtract_target_products_(
+        self, grad_anchors: Tensor, grad_candidates: Tensor, anchors: Tensor, candidates: Tensor,
+        scale: Tensor,
+    ) -> None:  # fmt: skip
+        """In place, for a block from row 0: the targets' part of the gradients, by index:
+        grad_anchors_i -= scale_i Σ_{p∈P(i)} c_p / |P(i)|, grad_candidates_p -= the same of a_i."""
+        rows, cols = self.positive_rows, self.positive_cols
+        weight = (scale / self.counts)[rows, None].neg_()  # (K, 1)
+        _add_rows_(grad_anchors, rows, candidates[cols] * weight)
+        _add_rows_(grad_candidates, cols, anchors[rows] * weight)
+
+    def exp_logits_(self, logits: Tensor, shift: Tensor | None) -> tuple[Tensor, Tensor]:
+        """In place: logits -> exp(logits - shift) on K(i), 0 elsewhere; returns it and the shift.
+
+        Without ``shift`` each row's largest kept logit is used (forward).
+        """
+        logits[self.rows, self.self_cols] = -math.inf
+        if self.dropped is not None:
+            logits.masked_fill_(self.dropped, -math.inf)
+        if shift is None:
+            shift = logits.amax(dim=1)
+        return logits.sub_(shift[:, None]).exp_(), shift
+
+    def tensors(self) -> list[Tensor]:
+        """What backward needs of a block whose exponentials are kept (no dropped mask)."""
+        if self.positive is not None:
+            return [self.counts, self.positive]
+        return [self.counts, self.positive_rows, self.positive_cols]
+
+    @classmethod
+    def restore(cls, tensors: tuple[Tensor, ...]) -> _Block:
+        block = cls.__new__(cls)
+        block.positive = block.positive_rows = block.positive_cols = None
+        if len(tensors) == 2:
+            block.counts, block.positive = tensors
+        else:
+            block.counts, block.positive_rows, block.positive_cols = tensors
+        return block
 
 
 class _InfoNCERows(torch.autograd.Function):
-    """Per-anchor InfoNCE, chunked over anchors so no full (N, M) matrix is ever stored.
+    """Per-anchor InfoNCE in blocks of anchors × all candidates, with the closed-form gradient.
 
-    Forward keeps only each anchor's log-partition (N,); backward recomputes each chunk of
-    similarities and applies the closed-form gradient
+    One block (it fits the budget): forward keeps its exponentials ``exp(s/τ - max)`` and their
+    row sums; backward multiplies them into the candidates and anchors, dividing by the sums
+    row by row, and takes the positives' target off, by index when positives are listed and
+    few (no (N, M) pass) or from a normalised copy otherwise. Nothing is recomputed. Several
+    blocks: forward keeps only each anchor's log-partition (N,); backward recomputes each
+    block's similarities. The gradient is
     dloss_i/ds_ia = (softmax over K(i))_a - 1[a in P(i)] / |P(i)|, scaled by 1/τ.
     """
 
     @staticmethod
-    def forward(ctx, anchors, candidates, masks_for, inv_tau):  # type: ignore[override]
+    def forward(ctx, anchors, candidates, pairs, inv_tau, step):  # type: ignore[override]
         n = anchors.shape[0]
+        blocks = pairs.plan(step)
+        ctx.pairs, ctx.inv_tau, ctx.blocks = pairs, inv_tau, blocks
+        if len(blocks) == 1:
+            block = _Block(pairs, 0, n, blocks[0][2])
+            logits = (anchors * inv_tau) @ candidates.T  # (N, M)
+            positive_mean = block.positive_mean(logits)
+            exps, shift = block.exp_logits_(logits, None)
+            totals = exps.sum(dim=1)
+            ctx.save_for_backward(anchors, candidates, exps, totals, *block.tensors())
+            return shift + totals.log() - positive_mean
         losses = anchors.new_empty(n)
         log_partition = anchors.new_empty(n)
-        step = rows_per_chunk(candidates.shape[0])
-        for a in range(0, n, step):
-            b = min(n, a + step)
-            logits = anchors[a:b] @ candidates.T * inv_tau  # (C, M)
-            positive, kept = masks_for(a, b)
-            lse = logits.masked_fill(~kept, -math.inf).logsumexp(dim=1)  # (C,)
-            pos_mean = (logits * positive).sum(dim=1) / positive.sum(dim=1)
-            losses[a:b] = lse - pos_mean
-            log_partition[a:b] = lse
+        for a, b, sparse in blocks:
+            block = _Block(pairs, a, b, sparse)
+            logits = (anchors[a:b] * inv_tau) @ candidates.T  # (C, M)
+            positive_mean = block.positive_mean(logits)
+            exps, shift = block.exp_logits_(logits, None)
+            log_partition[a:b] = shift + exps.sum(dim=1).log()
+            losses[a:b] = log_partition[a:b] - positive_mean
+            del block, logits, exps
         ctx.save_for_backward(anchors, candidates, log_partition)
-        ctx.masks_for, ctx.inv_tau, ctx.step = masks_for, inv_tau, step
         return losses
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_losses):  # type: ignore[override]
-        anchors, candidates, log_partition = ctx.saved_tensors
-        grad_anchors = torch.zeros_like(anchors)
-        grad_candidates = torch.zeros_like(candidates)
-        n = anchors.shape[0]
-        for a in range(0, n, ctx.step):
-            b = min(n, a + ctx.step)
-            logits = anchors[a:b] @ candidates.T * ctx.inv_tau
-            positive, kept = ctx.masks_for(a, b)
-            # in place on the recomputed block: softmax over K(i), minus the positives' target
-            g = logits.sub_(log_partition[a:b, None]).exp_().masked_fill_(~kept, 0.0)
-            g.sub_(positive / positive.sum(dim=1, keepdim=True))
-            g.mul_(grad_losses[a:b, None] * ctx.inv_tau)  # dL/d(cosine), (C, M)
-            grad_anchors[a:b] = g @ candidates
-            grad_candidates += g.T @ anchors[a:b]
-        return grad_anchors, grad_candidates, None, None
+        anchors, candidates, *kept = ctx.saved_tensors
+        scale = grad_losses * ctx.inv_tau  # (N,) dloss/dlogit -> dloss/dcosine, per anchor
+        if len(ctx.blocks) == 1:
+            exps, totals, *block_tensors = kept
+            block = _Block.restore(tuple(block_tensors))
+            if block.folds(*candidates.shape):
+                # softmax = exps / totals, folded into the products; the targets' part by index
+                weight = (scale / totals)[:, None]
+                grad_anchors = (exps @ candidates).mul_(weight)
+                grad_candidates = _t_mm(exps, anchors * weight)
+                block.subtract_target_products_(
+                    grad_anchors, grad_candidates, anchors, candidates, scale
+                )
+                return grad_anchors, grad_candidates, None, None, None
+            g = block.subtract_targets_(exps / totals[:, None])  # softmax over K(i) - target
+            grad_anchors = (g @ candidates).mul_(scale[:, None])
+            grad_candidates = _t_mm(g, anchors * scale[:, None])
+            return grad_anchors, grad_candidates, None, None, None
+        (log_partition,) = kept
+        grad_anchors = torch.empty_like(anchors)
+        grad_candidates = _t_zeros(candidates)  # (M, D)
+        for a, b, sparse in ctx.blocks:
+            block = _Block(ctx.pairs, a, b, sparse)
+            logits = (anchors[a:b] * ctx.inv_tau) @ candidates.T  # as in forward, bit for bit
+            g, _ = block.exp_logits_(logits, log_partition[a:b])  # softmax over K(i), (C, M)
+            block.subtract_targets_(g)
+            grad_anchors[a:b] = (g @ candidates).mul_(scale[a:b, None])
+            grad_candidates.addmm_(g.T, anchors[a:b] * scale[a:b, None])
+            del block, logits, g
+        return grad_anchors, grad_candidates, None, None, None
 
 
 def _ids_across_ranks(
@@ -491,26 +851,14 @@ def _info_nce_unit(
         candidates = gather(u)  # (M, D)
         offset = rank * n
     self_index = torch.arange(offset, offset + n, device=u.device)
-
-    def masks_for(a: int, b: int) -> tuple[Tensor, Tensor]:
-        positive, kept = pair_masks(
-            sources[a:b],
-            cand_sources,
-            self_index[a:b],
-            anchor_groups=None if groups is None else groups[a:b],
-            candidate_groups=cand_groups,
-            group_policy=group_policy,
-        )
-        lonely = (positive.sum(dim=1) == 0).nonzero()
-        if len(lonely):
-            i = a + int(lonely[0])
-            raise ValueError(
-                f"sources: source {int(local_sources[i])} (row {i}) has a single view; "
-                "every anchor needs at least one positive"
-            )
-        return positive, kept
-
-    losses = _InfoNCERows.apply(u, candidates, masks_for, inv_tau)  # (N,)
+    budget = memory_budget(u.device)
+    pairs = _Pairs(
+        sources, cand_sources, self_index, groups, cand_groups, group_policy, local_sources, budget
+    )
+    step = rows_per_chunk(
+        candidates.shape[0], n, budget=budget, bytes_per_element=block_bytes_per_pair(u.dtype)
+    )
+    losses = _InfoNCERows.apply(u, candidates, pairs, inv_tau, step)  # (N,)
     if reduction == "none":
         return losses
     return _global_mean(losses.mean(), gather)
