@@ -20,6 +20,7 @@ import difflib
 import itertools
 import math
 import re
+import string
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +28,7 @@ import numpy as np
 from pydantic import ValidationError
 from pydoe import ccdesign, fracfact, fracfact_by_res, fullfact, lhs
 
-from search_spaces.spec import Factor, StudyError, StudySpec
+from search_spaces.spec import Factor, StudyError, StudySpec, kind_words
 from trainables.config import TrialConfig
 from trainables.text import base_type
 from trainables.train import evaluation_metrics, final_metrics
@@ -188,13 +189,6 @@ class FixedDesign:
 DesignTable = FixedDesign  # the name the plan and its tests grew up with
 
 
-def _kind_words(name: str) -> str:
-    """What a TrialConfig field takes, in words (for messages)."""
-    kind = base_type(TrialConfig.model_fields[name].annotation)
-    return {int: "integers", float: "numbers", str: "text", bool: "booleans",
-            tuple: "lists"}.get(kind, "values of no numeric type")  # fmt: skip
-
-
 def _short(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -272,7 +266,7 @@ def _two_levels(name: str, factor: Factor) -> tuple[Any, Any]:
 
 
 def _main_letters(n: int) -> str:
-    return "abcdefghijklmnopqrstuvwxyz"[:n]
+    return string.ascii_lowercase[:n]
 
 
 def check_generators(text: str, names: list[str]) -> list[str]:
@@ -356,7 +350,7 @@ def _points_central_composite(spec: StudySpec) -> list[tuple[dict, dict]]:
     numeric = [n for n, f in spec.factors.items() if f.is_numeric]
     categorical = [n for n in spec.factors if n not in numeric]
     if not numeric:
-        why = "; ".join(f"{n} takes {_kind_words(n)}" for n in categorical)
+        why = "; ".join(f"{n} takes {kind_words(n)}" for n in categorical)
         raise StudyError(
             "design.kind: central_composite needs at least one numeric factor, got none "
             f"({', '.join(categorical)} are categorical: {why})"

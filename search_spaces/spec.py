@@ -97,7 +97,7 @@ class Factor(_Strict):
         field = TrialConfig.model_fields[name]
         kind = base_type(field.annotation)
         numeric = kind in (int, float)
-        what = _KIND_WORDS.get(kind, f"values of type {field.annotation}")
+        what = kind_words(name)
         if self.range is not None and not numeric:
             raise ValueError(
                 f"range {list(self.range)} needs a numeric field, but {name} takes {what}; "
@@ -147,8 +147,14 @@ class Factor(_Strict):
 
 _KIND_WORDS = {
     int: "integers", float: "numbers", str: "text", bool: "booleans (true/false)",
-    tuple: "lists", type(None): "nothing",
+    tuple: "lists",
 }  # fmt: skip
+
+
+def kind_words(name: str) -> str:
+    """What a TrialConfig field takes, in words (for messages)."""
+    annotation = TrialConfig.model_fields[name].annotation
+    return _KIND_WORDS.get(base_type(annotation), f"values of type {annotation}")
 
 
 class Design(_Strict):

@@ -106,12 +106,13 @@ def store_exists(uri: str) -> bool:
     return True
 
 
-def check_store(uri: str, study: str) -> None:
+def check_store(uri: str, study: str, spec: StudySpec | None = None) -> None:
     """The tracking store's state for this study, read without writing anything.
 
     Refuses (StudyError, naming what to run) a study whose MLflow experiment was deleted, an
     experiment of that name that holds runs of something else, a study whose parent run was
-    deleted, and a store that cannot be read.
+    deleted, a store that cannot be read and, given ``spec``, a study file that changed since
+    the study first ran.
     """
     if not store_exists(uri):
         return  # a new embedded store: nothing in it yet (and reading would create it)
@@ -129,23 +130,25 @@ def check_store(uri: str, study: str) -> None:
                 f"Restore it to resume the study: {restore} — or delete it for good ({purge}) "
                 "to start afresh, or give the study another name"
             )
+        if study_runs(client, eid, PARENT):
+            if spec is not None:
+                StudyRecord(uri, study).check_spec(spec)
+            return
         deleted = client.search_runs(
             [eid], filter_string=f"tags.`{ROLE_TAG}` = '{PARENT}'",
             run_view_type=ViewType.DELETED_ONLY, max_results=10,
         )  # fmt: skip
-        if deleted and not study_runs(client, eid, PARENT):
+        if deleted:
             run_id = deleted[0].info.run_id
             raise StudyError(
                 f"study {study!r}: its parent run {run_id} was deleted in {uri}; restore it to "
                 f"resume the study: {mlflow_command(uri, 'runs', 'restore', '--run-id', run_id)}"
             )
-        if not study_runs(client, eid, PARENT):
-            others = client.search_runs([eid], max_results=1)
-            if others:
-                raise StudyError(
-                    f"study {study!r}: the MLflow experiment of that name (id {eid}) in {uri} "
-                    "holds runs that are not this study's; give the study another name"
-                )
+        if client.search_runs([eid], max_results=1):
+            raise StudyError(
+                f"study {study!r}: the MLflow experiment of that name (id {eid}) in {uri} "
+                "holds runs that are not this study's; give the study another name"
+            )
     except MlflowException as err:
         raise StudyError(f"tracking store {uri!r} cannot be read: {err.message}") from None
 

@@ -33,7 +33,6 @@ from study.record import (
     check_tracking_uri,
     default_tracking_uri,
     shell_command,
-    store_exists,
     tool,
     ui_command,
 )
@@ -129,12 +128,7 @@ def preflight(
     if address is None:
         check_resources(spec, local_capacity(), "this machine (no --address: the study runs here)")
     check_tracking_uri(tracking_uri)
-    check_store(tracking_uri, spec.study)
-    if store_exists(tracking_uri):
-        from mlflow.tracking import MlflowClient
-
-        if MlflowClient(tracking_uri).get_experiment_by_name(spec.study) is not None:
-            StudyRecord(tracking_uri, spec.study).check_spec(spec)
+    check_store(tracking_uri, spec.study, spec)
 
 
 class DriverLock:
