@@ -866,3 +866,75 @@ def test_memory_stays_within_a_small_budget(policy, monkeypatch):
     monkeypatch.setattr(objectives, "_CPU_BUDGET_BYTES", budget)
     _, plans = _run_layout(monkeypatch, "one_block", None, step)
     assert len(plans[0]) == n // 16
+
+
+# ---------------------------------------------------------------------------------------------
+# checks=False: the training loop's call, which never waits for the device
+# ---------------------------------------------------------------------------------------------
+# block layout -> _CHUNK_ELEMENTS for 2 x 9 rows: one block, blocks of 3 rows, of 1 row
+PAIRED_LAYOUTS = {"one block": None, "blocks of 3": 3 * 18, "blocks of 1": 1}
+
+@pytest.mark.parametrize("layout", ["one block", "blocks of 3", "blocks of 1"])
+@pytest.mark.parametrize("sparse", [None, True, False])
+def test_nt_xent_unchecked_equals_info_nce(monkeypatch, layout, sparse):
+    """The known two-view layout gives info_nce's value and gradient on [z1; z2] exactly as the
+    general path that reads the ids, in every block layout and positive representation."""
+    monkeypatch.setattr(objectives, "_CHUNK_ELEMENTS", PAIRED_LAYOUTS[layout])
+    monkeypatch.setattr(objectives, "_SPARSE_POSITIVES", sparse)
+    z1, z2 = seeded(9, 4, seed=5), seeded(9, 4, seed=6)
+    results = []
+    for fn in (
+        lambda a, b: nt_xent(a, b, 0.3, checks=False),
+        lambda a, b: info_nce(torch.cat([a, b]), torch.arange(9).repeat(2), 0.3),
+    ):
+        a, b = z1.clone().requires_grad_(), z2.clone().requires_grad_()
+        loss = fn(a, b)
+        loss.backward()
+        results.append((loss.detach(), a.grad, b.grad))
+    for got, want in zip(results[0], results[1], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14)
+
+
+def test_align_uniform_unchecked_equals_checked():
+    z1, z2 = seeded(7, 3, seed=1), seeded(7, 3, seed=2)
+    checked = align_uniform_loss(z1, z2, 0.8, 2.0)
+    assert float(align_uniform_loss(z1, z2, 0.8, 2.0, checks=False)) == pytest.approx(
+        float(checked), rel=1e-13
+    )
+    assert float(uniform_loss(z1, 2.0)) == pytest.approx(uniform_loop(z1, 2.0), rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "zero row"])
+@pytest.mark.parametrize("loss", ["nt_xent", "align_uniform"])
+def test_unchecked_losses_turn_bad_rows_into_nan(bad, loss):
+    """Unchecked, what the checked call refuses becomes a NaN loss (the loop ends the trial as
+    diverged on it), never a finite number."""
+    z1, z2 = seeded(6, 3, seed=1), seeded(6, 3, seed=2)
+    z2[4] = {"nan": math.nan, "inf": math.inf, "zero row": 0.0}[bad]
+    fn = {
+        "nt_xent": lambda a, b, **kw: nt_xent(a, b, 0.2, **kw),
+        "align_uniform": lambda a, b, **kw: align_uniform_loss(a, b, 1.0, 2.0, **kw),
+    }[loss]
+    with pytest.raises(NonFiniteError, match="z2"):
+        fn(z1, z2)
+    assert math.isnan(float(fn(z1, z2, checks=False)))
+
+
+@pytest.mark.parametrize("layout", ["one block", "blocks of 3"])
+@pytest.mark.parametrize("sparse", [True, False])
+def test_unchecked_losses_never_read_values_on_the_host(monkeypatch, layout, sparse):
+    """On the meta device every host read (``bool``, ``int``, ``.item()``, ``.tolist()``)
+    raises, so a forward and backward that finish there never wait for a device. The checked
+    calls do read (and so raise there)."""
+    monkeypatch.setattr(objectives, "_CHUNK_ELEMENTS", PAIRED_LAYOUTS[layout])
+    monkeypatch.setattr(objectives, "_SPARSE_POSITIVES", sparse)
+    z1 = torch.empty(12, 5, device="meta", requires_grad=True)
+    z2 = torch.empty(12, 5, device="meta", requires_grad=True)
+    for loss in (
+        nt_xent(z1, z2, 0.1, checks=False),
+        align_uniform_loss(z1, z2, 1.0, 2.0, checks=False),
+    ):
+        loss.backward()
+    assert z1.grad.shape == (12, 5) and z2.grad.device.type == "meta"
+    with pytest.raises(RuntimeError, match="meta"):
+        nt_xent(z1, z2, 0.1)

@@ -123,7 +123,11 @@ def _check_positive_finite(name: str, value: float) -> float:
     return value
 
 
-def _check_rows(name: str, x: Tensor, min_rows: int = 1) -> None:
+def _check_rows(name: str, x: Tensor, min_rows: int = 1, *, values: bool = True) -> None:
+    """Shape and dtype of ``x`` (from its metadata), and with ``values`` its entries: finite.
+
+    Reading the entries waits for the device; ``values=False`` is for callers that check the
+    result instead (see ``checks`` in :func:`nt_xent`)."""
     if not isinstance(x, Tensor) or x.dim() != 2:
         shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
         raise ValueError(f"{name} must be a 2-D tensor (N, D), got shape {shape}")
@@ -131,7 +135,7 @@ def _check_rows(name: str, x: Tensor, min_rows: int = 1) -> None:
         raise ValueError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
     if x.shape[0] < min_rows:
         raise ValueError(f"{name} needs at least {min_rows} rows, got {x.shape[0]}")
-    if not bool(torch.isfinite(x).all()):
+    if values and not bool(torch.isfinite(x).all()):
         bad = int((~torch.isfinite(x)).any(dim=1).sum())
         raise NonFiniteError(f"{name} holds non-finite values in {bad} of {x.shape[0]} rows")
 
@@ -158,7 +162,9 @@ def min_row_norm(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).tiny ** 0.5
 
 
-def unit_rows(x: Tensor, name: str = "x", *, gather: Gather | None = None) -> Tensor:
+def unit_rows(
+    x: Tensor, name: str = "x", *, gather: Gather | None = None, refuse: bool = True
+) -> Tensor:
     """(N, D) -> (N, D) unit rows, computed in float32 at least.
 
     Every row whose norm is at least :func:`min_row_norm` of ``x.dtype`` is normalised exactly,
@@ -170,6 +176,8 @@ def unit_rows(x: Tensor, name: str = "x", *, gather: Gather | None = None) -> Te
         name: the argument's name in the error message.
         gather: under a data-parallel gather every rank learns of a zero row on any rank and
             raises the same error, so no rank is left waiting in a collective.
+        refuse: False skips the refusal below, which reads the norms on the host (a wait for
+            the device); a zero row then comes back NaN, so a loss over it is NaN.
 
     Raises:
         ZeroNormError: naming ``name``, the first offending row (and its rank under a gather),
@@ -182,11 +190,11 @@ def unit_rows(x: Tensor, name: str = "x", *, gather: Gather | None = None) -> Te
     with torch.no_grad():
         if x.shape[1] == 0:
             scale = x.new_zeros(x.shape[0], 1)
-            norms = x.new_zeros(x.shape[0])
         else:
             scale = x.abs().amax(dim=1, keepdim=True)  # (N, 1), exact
+        if refuse:
             norms = scale[:, 0] * (x / torch.where(scale > 0, scale, 1.0)).norm(dim=1)
-        _refuse_short_rows(name, norms < floor, norms, dtype, floor, gather)
+            _refuse_short_rows(name, norms < floor, norms, dtype, floor, gather)
     y = x / scale  # entries in [-1, 1], largest |entry| is 1; scale carries no gradient
     return y / y.norm(dim=1, keepdim=True)
 
@@ -493,10 +501,24 @@ class _Pairs:
         self.budget = memory_budget(sources.device) if budget is None else budget
         self.rows = self.cols = self.counts = None
         self._spans: dict[int, int] = {}
+        self.paired = False  # two views of distinct sources, rows [views 1; views 2]
+
+    @classmethod
+    def two_views(cls, b: int, device: torch.device, budget: int) -> _Pairs:
+        """SimCLR's layout without a gather: rows [z1; z2] of b distinct sources, row i's one
+        positive at (i + b) mod 2b. Everything that :class:`_Pairs` would find from the ids is
+        known from b, so nothing waits for the device."""
+        sources = torch.arange(b, device=device).repeat(2)
+        index = torch.arange(2 * b, device=device)
+        pairs = cls(sources, sources, index, None, None, "negative", sources, budget)
+        pairs.paired = True
+        pairs.rows, pairs.cols = index, index.add(b).remainder_(2 * b)
+        pairs.counts = torch.ones(2 * b, dtype=torch.long, device=device)
+        return pairs
 
     def refuse_lonely(self, a: int, counts: Tensor) -> None:
         """ValueError naming the first anchor from ``a`` on whose count of positives is 0."""
-        if not bool((counts > 0).all()):
+        if not self.paired and not bool((counts > 0).all()):
             i = a + int((counts == 0).nonzero()[0, 0])
             raise ValueError(
                 f"sources: source {int(self.local_sources[i])} (row {i}) has a single view; "
@@ -508,7 +530,10 @@ class _Pairs:
         list takes at most 1/64 of the budget (an upper bound from the ids, self included)."""
         if _SPARSE_POSITIVES is not None:
             return _SPARSE_POSITIVES
-        bound = int(_match_counts(self.sources, self.cand_sources)[2].sum())
+        if self.paired:  # every source twice among the candidates
+            bound = 2 * self.sources.shape[0]
+        else:
+            bound = int(_match_counts(self.sources, self.cand_sources)[2].sum())
         if self.policy == "positive" and self.groups is not None:
             bound += int(_match_counts(self.groups, self.cand_groups)[2].sum())
         n, m = self.sources.shape[0], self.cand_sources.shape[0]
@@ -538,6 +563,8 @@ class _Pairs:
 
     def span(self, a: int) -> int:
         """Where anchor ``a``'s positives start in ``rows``/``cols``."""
+        if self.paired:  # one positive per anchor
+            return a
         if a not in self._spans:
             self._spans[a] = int(torch.searchsorted(self.rows, a))
         return self._spans[a]
@@ -547,7 +574,7 @@ class _Pairs:
         n = self.sources.shape[0]
         edges = [*range(0, n, step), n]
         sparse = self.few_positives()
-        if sparse:
+        if sparse and not self.paired:
             self.list_positives()
             at = torch.tensor(edges, device=self.rows.device)
             self._spans.update(zip(edges, torch.searchsorted(self.rows, at).tolist(), strict=True))
@@ -835,8 +862,10 @@ def _info_nce_unit(
     reduction: str,
     source_ids: str,
     group_ids: str | None,
+    paired: bool = False,
 ) -> Tensor:
-    """info_nce on unit rows ``u`` (N, D) and checked arguments."""
+    """info_nce on unit rows ``u`` (N, D) and checked arguments; ``paired``: the layout of
+    :meth:`_Pairs.two_views` (no gather, no groups), known without reading the ids."""
     rank, _ = _world()
     n = u.shape[0]
     local_sources = sources
@@ -852,9 +881,13 @@ def _info_nce_unit(
         offset = rank * n
     self_index = torch.arange(offset, offset + n, device=u.device)
     budget = memory_budget(u.device)
-    pairs = _Pairs(
-        sources, cand_sources, self_index, groups, cand_groups, group_policy, local_sources, budget
-    )
+    if paired:
+        pairs = _Pairs.two_views(n // 2, u.device, budget)
+    else:
+        pairs = _Pairs(
+            sources, cand_sources, self_index, groups, cand_groups, group_policy, local_sources,
+            budget,
+        )  # fmt: skip
     step = rows_per_chunk(
         candidates.shape[0], n, budget=budget, bytes_per_element=block_bytes_per_pair(u.dtype)
     )
@@ -864,23 +897,46 @@ def _info_nce_unit(
     return _global_mean(losses.mean(), gather)
 
 
-def nt_xent(z1: Tensor, z2: Tensor, temperature: float, *, gather: Gather | None = None) -> Tensor:
+def nt_xent(
+    z1: Tensor,
+    z2: Tensor,
+    temperature: float,
+    *,
+    gather: Gather | None = None,
+    checks: bool = True,
+) -> Tensor:
     """SimCLR's symmetric NT-Xent: z1, z2 (B, D) are two views of B distinct sources.
 
     Row i of z1 and row i of z2 are positives; rows are stacked as [z1; z2] so the partner of
     row i is (i + B) mod 2B. Under a gather the B sources of each rank are distinct from every
-    other rank's. Returns a () scalar. Raises as :func:`info_nce`, naming ``z1`` or ``z2``.
+    other rank's. Returns a () scalar, the value of :func:`info_nce` on ``[z1; z2]``.
+
+    ``checks=False`` (a training loop that watches its loss) skips the checks that read values
+    on the host: without a gather nothing in the call then waits for the device, and NaN, inf or
+    a zero row gives a NaN loss instead of raising. Shapes and arguments are checked either way.
+
+    Raises:
+        As :func:`info_nce`, naming ``z1`` or ``z2``; with ``checks=False`` only ValueError for
+        arguments and shapes.
     """
     inv_tau = 1.0 / _check_positive_finite("temperature", temperature)
-    _check_rows("z1", z1)
-    _check_rows("z2", z2)
+    _check_rows("z1", z1, values=checks)
+    _check_rows("z2", z2, values=checks)
     if z1.shape != z2.shape:
         shapes = f"{tuple(z1.shape)} and {tuple(z2.shape)}"
         raise ValueError(f"z1 and z2 must have one shape, got {shapes}")
     b = z1.shape[0]
-    u = torch.cat([unit_rows(z1, "z1", gather=gather), unit_rows(z2, "z2", gather=gather)])
+    u = torch.cat(
+        [
+            unit_rows(z1, "z1", gather=gather, refuse=checks),
+            unit_rows(z2, "z2", gather=gather, refuse=checks),
+        ]
+    )
     sources = torch.arange(b, device=z1.device).repeat(2)  # local ids: rank-unique under gather
-    return _info_nce_unit(u, sources, inv_tau, None, "negative", gather, "mean", "local", None)
+    return _info_nce_unit(
+        u, sources, inv_tau, None, "negative", gather, "mean", "local", None,
+        paired=gather is None,
+    )  # fmt: skip
 
 
 def info_nce_dense(
@@ -1004,8 +1060,10 @@ def _uniform_unit(u: Tensor, t: float, gather: Gather | None, name: str) -> Tens
         if n < 2:
             raise ValueError(f"{name}: uniformity needs at least 2 points, got {n}")
         upper = torch.ones(n, n, dtype=torch.bool, device=u.device).triu_(diagonal=1)
-        sq = (2 - 2 * u @ u.T).clamp_min(0)[upper]  # (n(n-1)/2,) squared distances, i < j
-        return torch.logsumexp(-t * sq, dim=0) - math.log(sq.shape[0])
+        sq = (2 - 2 * u @ u.T).clamp_min(0)  # (n, n) squared distances; pairs i < j count
+        # masked, not indexed: a boolean index would wait for the device to count the pairs
+        log_kernel = (-t * sq).masked_fill(~upper, -math.inf)
+        return log_kernel.flatten().logsumexp(dim=0) - math.log(n * (n - 1) // 2)
     # Data parallel: this rank's rows against every other row, then a log-sum over ranks.
     rank, world = _world()
     if n * world < 2:
@@ -1027,6 +1085,7 @@ def align_uniform_loss(
     alpha: float = 2.0,
     *,
     gather: Gather | None = None,
+    checks: bool = True,
 ) -> Tensor:
     """``align(z1, z2; alpha) + lam * (uniform(z1; t) + uniform(z2; t)) / 2``.
 
@@ -1035,24 +1094,27 @@ def align_uniform_loss(
         lam: uniformity weight λ >= 0 (a study sets it as λ·t / t).
         t: uniformity kernel width > 0.
         alpha: alignment exponent > 0.
+        checks: False skips the checks that read values on the host, as in :func:`nt_xent`.
 
     Returns:
         () scalar.
 
     Raises:
-        NonFiniteError, ZeroNormError: naming ``z1`` or ``z2`` (see :func:`unit_rows`).
+        NonFiniteError, ZeroNormError: naming ``z1`` or ``z2`` (see :func:`unit_rows`), unless
+            ``checks=False`` (a NaN result instead).
     """
     lam = float(lam)
     if not math.isfinite(lam) or lam < 0:
         raise ValueError(f"lam must be a finite number >= 0, got {lam!r}")
     alpha = _check_positive_finite("alpha", alpha)
     t = _check_positive_finite("t", t)
-    _check_rows("z1", z1)
-    _check_rows("z2", z2)
+    _check_rows("z1", z1, values=checks)
+    _check_rows("z2", z2, values=checks)
     if z1.shape != z2.shape:
         shapes = f"{tuple(z1.shape)} and {tuple(z2.shape)}"
         raise ValueError(f"z1 and z2 must have one shape, got {shapes}")
-    u1, u2 = unit_rows(z1, "z1", gather=gather), unit_rows(z2, "z2", gather=gather)
+    u1 = unit_rows(z1, "z1", gather=gather, refuse=checks)
+    u2 = unit_rows(z2, "z2", gather=gather, refuse=checks)
     align = _align_unit(u1, u2, alpha, gather)
     uniform = (_uniform_unit(u1, t, gather, "z1") + _uniform_unit(u2, t, gather, "z2")) / 2
     return align + lam * uniform
