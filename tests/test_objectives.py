@@ -874,6 +874,7 @@ def test_memory_stays_within_a_small_budget(policy, monkeypatch):
 # block layout -> _CHUNK_ELEMENTS for 2 x 9 rows: one block, blocks of 3 rows, of 1 row
 PAIRED_LAYOUTS = {"one block": None, "blocks of 3": 3 * 18, "blocks of 1": 1}
 
+
 @pytest.mark.parametrize("layout", ["one block", "blocks of 3", "blocks of 1"])
 @pytest.mark.parametrize("sparse", [None, True, False])
 def test_nt_xent_unchecked_equals_info_nce(monkeypatch, layout, sparse):

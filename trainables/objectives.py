@@ -188,10 +188,8 @@ def unit_rows(
     if x.dtype in (torch.float16, torch.bfloat16):
         x = x.float()
     with torch.no_grad():
-        if x.shape[1] == 0:
-            scale = x.new_zeros(x.shape[0], 1)
-        else:
-            scale = x.abs().amax(dim=1, keepdim=True)  # (N, 1), exact
+        empty = x.shape[1] == 0
+        scale = x.new_zeros(x.shape[0], 1) if empty else x.abs().amax(dim=1, keepdim=True)
         if refuse:
             norms = scale[:, 0] * (x / torch.where(scale > 0, scale, 1.0)).norm(dim=1)
             _refuse_short_rows(name, norms < floor, norms, dtype, floor, gather)
