@@ -793,14 +793,24 @@ def test_memory_budget(monkeypatch):
 
 
 def test_cuda_budget_follows_free_memory(monkeypatch):
-    free, reserved, allocated = 3 * 2**30, 2**30, 2**29
+    free, reserved, allocated, fraction = 6 * 2**30, 2**30, 2**29, 1.0
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 80 * 2**30))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: reserved)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: allocated)
-    assert objectives.memory_budget("cuda") == objectives._CUDA_BUDGET_BYTES == 2**29
+    monkeypatch.setattr(
+        torch.cuda, "get_per_process_memory_fraction", lambda device=None: fraction, raising=False
+    )
+    assert objectives.memory_budget("cuda") == objectives._CUDA_BUDGET_BYTES == 2**30
     free = 2**30  # short of memory: a quarter of free + cached unused
     assert objectives.memory_budget(torch.device("cuda", 0)) == (2**30 + 2**29) // 4
+    # a trial capped at a quarter of an 80 GiB device (20 GiB), 19.75 GiB reserved of which
+    # 19.5 allocated: the driver's 60 GiB free are not this process's to take, only what its
+    # cap leaves (0.25 GiB) and its unused cache (0.25 GiB)
+    free, reserved, allocated = 60 * 2**30, 79 * 2**28, 78 * 2**28
+    assert objectives.memory_budget("cuda") == objectives._CUDA_BUDGET_BYTES
+    fraction = 0.25
+    assert objectives.memory_budget("cuda") == (2**28 + 2**28) // 4
 
 
 @pytest.mark.parametrize("policy", POLICIES)

@@ -90,7 +90,9 @@ class TrialConfig(ReadsText):
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["fp32", "bf16"] = "fp32"
-    num_workers: int = Field(0, ge=0)
+    num_workers: int = Field(0, ge=0)  # CPU trials only: CUDA trials index data on the device
+    # torch.compile the training forward: auto = on for CUDA, off on the CPU
+    compile: Literal["auto", "on", "off"] = "auto"
 
     @model_validator(mode="after")
     def _check(self) -> TrialConfig:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,9 +93,50 @@ def check_data(config: TrialConfig) -> None:
         )
 
 
+# The TrialConfig fields a dataset and its splits depend on (the key of the per-process cache).
+DATA_FIELDS = (
+    "dataset", "data_root", "download", "data_checksums", "data_seed", "image_size",
+    "heldout_size", "probe_train_size", "toy_classes", "toy_dim", "toy_spread", "toy_noise",
+    "toy_train_size", "toy_photos_per_item",
+)  # fmt: skip
+_CACHE: dict[tuple, DataBundle] = {}  # one dataset per process: the last one loaded
+
+
+def _files_stamp(root: Path) -> tuple:
+    """(path, size, mtime) of every file under ``root``: a changed file is a new dataset."""
+    stamp = []
+    for folder, _, names in sorted(os.walk(root)):
+        for name in sorted(names):
+            stat = (Path(folder) / name).stat()
+            stamp.append((folder, name, stat.st_size, stat.st_mtime_ns))
+    return tuple(stamp)
+
+
+def data_key(config: TrialConfig) -> tuple:
+    """What identifies the trial's dataset and splits: :data:`DATA_FIELDS`, and for data on
+    disk the size and modification time of every file under ``data_root``."""
+    key = tuple(getattr(config, name) for name in DATA_FIELDS)
+    if config.dataset in ("digits", "toy"):
+        return key
+    return (*key, _files_stamp(Path(config.data_root or "").expanduser()))
+
+
 def load_data(config: TrialConfig) -> DataBundle:
-    """Load the trial's dataset with its fixed held-out split."""
+    """Load the trial's dataset with its fixed held-out split.
+
+    A process keeps the last dataset it loaded: the next trial in the same worker (Ray Tune
+    reuses its workers) with the same :func:`data_key` gets it without reading the disk again.
+    Bundles are immutable; nothing writes into their tensors.
+    """
     check_data(config)
+    key = data_key(config)
+    if key not in _CACHE:
+        _CACHE.clear()  # one at a time: a worker's memory holds one dataset
+        _CACHE[key] = _load(config)
+    return _CACHE[key]
+
+
+def _load(config: TrialConfig) -> DataBundle:
     loader = {
         "digits": _digits,
         "toy": _toy,
@@ -387,23 +429,85 @@ class _ViewBatches(torch.utils.data.Dataset):
         return idx, v1, v2
 
 
+class ResidentData:
+    """A dataset's tensors on a device, copied once: training rows (uint8 images stay uint8),
+    groups, held-out rows and labels, and the probe's rows and labels.
+
+    On CUDA the copies go through pinned memory. A trial indexes batches here, so no step copies
+    examples from the host.
+    """
+
+    def __init__(self, data: DataBundle, device: torch.device) -> None:
+        self.device = device
+        self.train_x = self.put(data.train_x)
+        self.train_groups = None if data.train_groups is None else self.put(data.train_groups)
+        self.heldout_x, self.heldout_y = self.put(data.heldout_x), self.put(data.heldout_y)
+        self.probe_x = self.put(data.train_x[data.probe_index])
+        self.probe_y = self.put(data.train_y[data.probe_index])
+
+    def put(self, x: Tensor) -> Tensor:
+        if self.device.type == "cuda":
+            return x.pin_memory().to(self.device, non_blocking=True)
+        return x.to(self.device)
+
+
+class DeviceStream:
+    """:class:`ExampleStream`'s batches as indices on a device: each epoch's order is copied
+    there once (pinned), and a batch is a slice of it, so a step copies nothing."""
+
+    def __init__(self, stream: ExampleStream, device: torch.device) -> None:
+        self.stream, self.device = stream, device
+        self._orders: dict[int, Tensor] = {}
+
+    def order(self, epoch: int) -> Tensor:
+        if epoch not in self._orders:
+            self._orders = {e: o for e, o in self._orders.items() if e >= epoch - 1}
+            order = self.stream.permutation(epoch)
+            if self.device.type == "cuda":
+                order = order.pin_memory()
+            self._orders[epoch] = order.to(self.device, non_blocking=True)
+        return self._orders[epoch]
+
+    def batch(self, step: int) -> Tensor:
+        """(batch_size,) source indices of step ``step`` on the device: ``stream.batch(step)``."""
+        b, n = self.stream.batch_size, self.stream.n
+        epoch, offset = divmod(step * b, n)
+        first = self.order(epoch)[offset : offset + b]
+        if first.shape[0] == b:
+            return first
+        return torch.cat([first, self.order(epoch + 1)[: b - first.shape[0]]])
+
+
+def resident_batches(
+    config: TrialConfig, data: DataBundle, resident: ResidentData, start_step: int
+) -> Iterator[tuple[int, Tensor, Tensor, Tensor]]:
+    """:func:`view_batches` on data already on its device (``resident``): the same batches and
+    views, augmented there with the step's generator on that device."""
+    stream = DeviceStream(
+        ExampleStream(len(data.train_x), config.batch_size, config.seed), resident.device
+    )
+    augment = make_augment(config, data)
+    for step in range(start_step, config.steps):
+        idx = stream.batch(step)
+        g = step_generator(config.seed, step, resident.device)
+        v1, v2 = two_views(data, augment, resident.train_x[idx], g)
+        yield step, idx, v1, v2
+
+
 def view_batches(
     config: TrialConfig, data: DataBundle, start_step: int, device: torch.device
 ) -> Iterator[tuple[int, Tensor, Tensor, Tensor]]:
     """Yield (step, source indices (B,), view 1, view 2) for steps start_step .. steps - 1.
 
-    On CUDA the raw batch moves to the device and is augmented there with per-sample parameters;
-    on the CPU it is augmented in ``num_workers`` DataLoader workers (in-process when 0).
+    On CUDA the data go to the device once and batches are indexed and augmented there
+    (:func:`resident_batches`); on the CPU batches are augmented in ``num_workers`` DataLoader
+    workers (in-process when 0).
     """
+    if device.type == "cuda":
+        yield from resident_batches(config, data, ResidentData(data, device), start_step)
+        return
     stream = ExampleStream(len(data.train_x), config.batch_size, config.seed)
     augment = make_augment(config, data)
-    if device.type == "cuda":
-        for step in range(start_step, config.steps):
-            idx = stream.batch(step)
-            x = data.train_x[idx].to(device, non_blocking=True)
-            v1, v2 = two_views(data, augment, x, step_generator(config.seed, step, device))
-            yield step, idx, v1, v2
-        return
     dataset = _ViewBatches(data, augment, stream, start_step, config.steps)
     if config.num_workers == 0:
         for i in range(len(dataset)):

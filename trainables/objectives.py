@@ -43,7 +43,7 @@ Memory
 ------
 ``info_nce`` (and ``nt_xent``) work on blocks of anchors against all M candidates, sized from a
 memory budget (:func:`memory_budget`): on the CPU 1 GiB, or 1/16 of the physical RAM if that is
-less; on CUDA 512 MiB, or a quarter of the device's free memory (what the driver has free plus
+less; on CUDA 1 GiB, or a quarter of the device's free memory (what the driver has free plus
 what PyTorch's allocator holds unused) if that is less; any other device follows the CPU rule. A
 block of C anchors is charged C × M × (2 × itemsize + 4) bytes (12 bytes a pair in float32): the
 logits, a second (C, M) array in backward, and (C, M) boolean masks.
@@ -91,7 +91,7 @@ _DEFAULT_BLOCK_ELEMENTS = 2**22
 _CHUNK_ELEMENTS: int | None = None
 _CPU_BUDGET_BYTES = 2**30  # cap on the CPU (and any device but CUDA) ...
 _CPU_RAM_SHARE = 16  # ... or physical RAM / 16 if less
-_CUDA_BUDGET_BYTES = 2**29  # cap on CUDA ...
+_CUDA_BUDGET_BYTES = 2**30  # cap on CUDA (one block up to B = 4096 in float32) ...
 _CUDA_FREE_SHARE = 4  # ... or (free + cached unused) / 4 if less
 # Positives listed by index (True), held as (C, M) masks (False), or chosen from the ids (None).
 _SPARSE_POSITIVES: bool | None = None
@@ -371,17 +371,30 @@ def _physical_memory() -> int | None:
 def memory_budget(device: torch.device | str | None = None) -> int:
     """Bytes one block of :func:`info_nce` may take on ``device`` (see "Memory" above).
 
-    CUDA: 512 MiB, or a quarter of the free memory (the driver's free memory plus what PyTorch's
-    caching allocator holds unused) if that is less. Anything else: 1 GiB, or 1/16 of the
-    physical RAM if that is less.
+    CUDA: 1 GiB, or a quarter of the free memory (the driver's free memory plus what PyTorch's
+    caching allocator holds unused) if that is less; a process capped at a fraction of the
+    device (``torch.cuda.set_per_process_memory_fraction``, as trials that share a GPU are)
+    counts as free only what its cap leaves. Anything else: 1 GiB, or 1/16 of the physical RAM
+    if that is less.
     """
     device = torch.device("cpu" if device is None else device)
     if device.type == "cuda" and torch.cuda.is_available():
-        free, _ = torch.cuda.mem_get_info(device)
-        unused = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        free, total = torch.cuda.mem_get_info(device)
+        reserved = torch.cuda.memory_reserved(device)
+        unused = reserved - torch.cuda.memory_allocated(device)
+        fraction = _memory_fraction(device)
+        if fraction < 1:
+            free = min(free, max(0, int(fraction * total) - reserved))
         return max(1, min(_CUDA_BUDGET_BYTES, (free + unused) // _CUDA_FREE_SHARE))
     ram = _physical_memory()
     return _CPU_BUDGET_BYTES if not ram else max(1, min(_CPU_BUDGET_BYTES, ram // _CPU_RAM_SHARE))
+
+
+def _memory_fraction(device: torch.device) -> float:
+    """This process's cap on ``device`` as a fraction of its memory (1.0 when uncapped, or when
+    this torch cannot say)."""
+    getter = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    return 1.0 if getter is None else float(getter(device))
 
 
 def block_bytes_per_pair(dtype: torch.dtype) -> int:

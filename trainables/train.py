@@ -4,9 +4,15 @@ The loop takes exactly ``config.steps`` full batches (``budget_examples`` exampl
 batch), evaluates on held-out data after the steps in ``config.eval_steps`` (and before the first
 step when ``eval_at_start``), and reports every metric of design.md with step = examples seen.
 A checkpoint goes with every evaluation after the start. A non-finite loss ends the trial with
-status ``diverged``; a collapsing projection (mean per-dimension std of normalised z below
-``collapse_std`` and not rising between evaluations) ends it with status ``collapsed``. Neither
-raises.
+status ``diverged`` at the step where it first appeared; a collapsing projection (mean
+per-dimension std of normalised z below ``collapse_std`` and not rising between evaluations)
+ends it with status ``collapsed``. Neither raises.
+
+On CUDA the data live on the device (copied once), batches are indexed and augmented there, a
+step never waits for the device (the loss is summed there and read at evaluations, and a
+non-finite one is noticed through :class:`DivergenceWatch`), convolutional encoders run
+channels_last, and ``compile`` (auto: on for CUDA) compiles the training forward. Evaluation
+runs on the trial's device too.
 
 It knows nothing of Ray or MLflow: a :class:`Reporter` receives metrics and checkpoints, and may
 hand back a checkpoint to resume from.
@@ -14,10 +20,12 @@ hand back a checkpoint to resume from.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,20 +36,27 @@ from torch import Tensor, nn
 from trainables.config import TrialConfig
 from trainables.data import (
     DataBundle,
+    ResidentData,
+    data_key,
     load_data,
     make_augment,
+    resident_batches,
     step_generator,
     two_views,
     view_batches,
 )
 from trainables.diagnostics import pair_diagnostics
 from trainables.encoders import ContrastiveModel, build_model
-from trainables.objectives import NonFiniteError, align_uniform_loss, info_nce
+from trainables.objectives import NonFiniteError, align_uniform_loss, info_nce, nt_xent
 from trainables.probes import probe_metrics
 
 CHECKPOINT_FILE = "trial.pt"
 EVAL_VIEWS_SEED = 2**31 - 1  # held-out views are the same for every trial of a study
 STATUSES = ("finished", "diverged", "collapsed")
+TIMES = ("train_s", "eval_s", "data_s", "checkpoint_s", "compile_s")
+CONV_ENCODERS = ("small_cnn", "resnet18")
+COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests may pick a lighter one)
+COMPILED_PREFIX = "_orig_mod."  # what torch.compile's wrapper puts before every state key
 
 
 class Reporter(Protocol):
@@ -101,6 +116,52 @@ def resolve_device(config: TrialConfig) -> torch.device:
     return torch.device(config.device)
 
 
+def compiles(config: TrialConfig, device: torch.device) -> bool:
+    """Whether the training forward is compiled: ``compile`` on, or auto on a CUDA device."""
+    return config.compile == "on" or (config.compile == "auto" and device.type == "cuda")
+
+
+def uses_channels_last(config: TrialConfig, device: torch.device) -> bool:
+    """Convolutional encoders on CUDA run channels_last (tensor-core friendly); the CPU keeps
+    the contiguous layout, which its kernels are tuned for."""
+    return device.type == "cuda" and config.encoder in CONV_ENCODERS
+
+
+def autocast_for(config: TrialConfig, device: torch.device):
+    """bf16 autocast on CUDA with ``precision: bf16``; otherwise nothing changes."""
+    if device.type == "cuda" and config.precision == "bf16":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def claim_share(cpu: float, gpu: float = 0.0) -> None:
+    """Hold this process to its share of the machine, as a study's ``resources`` gives it: at
+    most ``cpu`` CPU threads (at least one) and, with a fractional ``gpu`` on CUDA, at most that
+    fraction of the device's memory (the caching allocator raises an out-of-memory error
+    beyond it), so trials that share a GPU do not starve each other."""
+    torch.set_num_threads(max(1, int(cpu)))
+    if 0 < gpu < 1 and torch.cuda.is_available():
+        torch.cuda.set_per_process_memory_fraction(gpu)
+
+
+_RESIDENT: dict[tuple, ResidentData] = {}  # one device copy per process, as load_data's cache
+
+
+def resident_data(config: TrialConfig, data: DataBundle, device: torch.device) -> ResidentData:
+    """``data`` on ``device``, copied once per process and dataset."""
+    key = (data_key(config), str(device), id(data))
+    if key not in _RESIDENT:
+        _RESIDENT.clear()
+        _RESIDENT[key] = ResidentData(data, device)
+    return _RESIDENT[key]
+
+
+def strip_compiled_prefix(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """A model's state dict with torch.compile's wrapper prefix removed, so a checkpoint written
+    from a compiled module loads into a plain one (and so into a compiled one, through it)."""
+    return {k.removeprefix(COMPILED_PREFIX): v for k, v in state.items()}
+
+
 def make_optimizer(config: TrialConfig, model: nn.Module) -> torch.optim.Optimizer:
     params, lr, wd = model.parameters(), config.lr_effective, config.weight_decay
     if config.optimizer == "sgd":
@@ -126,9 +187,18 @@ def lr_at(config: TrialConfig, step: int) -> float:
 
 
 def objective_loss(config: TrialConfig, z1: Tensor, z2: Tensor, groups: Tensor | None) -> Tensor:
-    """The training objective on two projected views (B, D) of B sources."""
+    """The training objective on two projected views (B, D) of B sources.
+
+    Without groups nothing here waits for the device: NaN, inf or a zero row gives a NaN loss
+    (the loop's :class:`DivergenceWatch` ends the trial on it) instead of raising. With groups,
+    info_nce reads the ids on the host to find each anchor's positives.
+    """
     if config.objective == "align_uniform":
-        return align_uniform_loss(z1, z2, config.lam, config.uniform_t, config.align_alpha)
+        return align_uniform_loss(
+            z1, z2, config.lam, config.uniform_t, config.align_alpha, checks=False
+        )
+    if groups is None:
+        return nt_xent(z1, z2, config.temperature, checks=False)
     b = z1.shape[0]
     sources = torch.arange(b, device=z1.device).repeat(2)
     view_groups = None if groups is None else groups.to(z1.device).repeat(2)
@@ -169,49 +239,148 @@ def seed_everything(seed: int) -> None:
 
 
 @torch.no_grad()
-def embed(model: ContrastiveModel, x: Tensor, to_input, device: torch.device, batch: int = 1024):
-    """(N, ...) rows -> (h, z) on the CPU, ``to_input`` applied chunk by chunk (so a prepared
-    copy of a large split never exists whole)."""
-    outs = [model(to_input(x[a : a + batch]).to(device)) for a in range(0, len(x), batch)]
-    return torch.cat([h.float().cpu() for h, _ in outs]), torch.cat(
-        [z.float().cpu() for _, z in outs]
-    )
+def embed(
+    model: ContrastiveModel,
+    x: Tensor,
+    to_input,
+    device: torch.device,
+    batch: int = 1024,
+    channels_last: bool = False,
+):
+    """(N, ...) rows -> (h, z), float32 on ``device``, ``to_input`` applied chunk by chunk (so a
+    prepared copy of a large split never exists whole)."""
+    outs = []
+    for a in range(0, len(x), batch):
+        chunk = to_input(x[a : a + batch]).to(device)
+        if channels_last and chunk.dim() == 4:
+            chunk = chunk.contiguous(memory_format=torch.channels_last)
+        outs.append(model(chunk))
+    return torch.cat([h.float() for h, _ in outs]), torch.cat([z.float() for _, z in outs])
 
 
-def encode(model: ContrastiveModel, data: DataBundle, x: Tensor, device: torch.device):
-    """Un-augmented stored rows -> (h, z) on the CPU."""
-    return embed(model, x, lambda chunk: data.normalise(data.prepare(chunk)), device)
+def encode(model: ContrastiveModel, data: DataBundle, x: Tensor, device: torch.device, **kwargs):
+    """Un-augmented stored rows -> (h, z) on ``device`` (``kwargs`` as :func:`embed`)."""
+    return embed(model, x, lambda chunk: data.normalise(data.prepare(chunk)), device, **kwargs)
 
 
 @torch.no_grad()
-def evaluate(
-    config: TrialConfig, model: ContrastiveModel, data: DataBundle, device: torch.device
-) -> dict[str, float]:
-    """Held-out diagnostics on two fixed views, and both probes on both spaces."""
+def heldout_features(
+    config: TrialConfig,
+    model: ContrastiveModel,
+    data: DataBundle,
+    device: torch.device,
+    resident: ResidentData | None = None,
+) -> dict[str, Tensor]:
+    """What an evaluation scores, on ``device``: the encoder (``h1``, ``h2``) and head (``z1``,
+    ``z2``) outputs of two fixed augmented views of the held-out split, the un-augmented
+    held-out (``held_h``, ``held_z``, ``held_y``) and probe-train (``probe_h``, ``probe_z``,
+    ``probe_y``) features, and the training ``groups`` of one batch (or None).
+
+    ``resident`` (the data on ``device``) spares the copies; the features are the same."""
     was_training = model.training
     model.eval()
     augment = make_augment(config, data)
-    g = step_generator(EVAL_VIEWS_SEED, 0, device)
-    v1, v2 = two_views(data, augment, data.heldout_x.to(device), g)
-    h1, z1 = embed(model, v1, lambda chunk: chunk, device)
-    h2, z2 = embed(model, v2, lambda chunk: chunk, device)
+    if resident is None:
+        heldout_x, heldout_y = data.heldout_x.to(device), data.heldout_y.to(device)
+        probe_x, probe_y = data.train_x[data.probe_index], data.train_y[data.probe_index]
+    else:
+        heldout_x, heldout_y = resident.heldout_x, resident.heldout_y
+        probe_x, probe_y = resident.probe_x, resident.probe_y
+    layout = {"channels_last": uses_channels_last(config, device)}
+    v1, v2 = two_views(data, augment, heldout_x, step_generator(EVAL_VIEWS_SEED, 0, device))
+    same = lambda chunk: chunk  # noqa: E731
+    with autocast_for(config, device):  # the training precision; features come back float32
+        out = dict(zip(("h1", "z1"), embed(model, v1, same, device, **layout), strict=True))
+        out |= dict(zip(("h2", "z2"), embed(model, v2, same, device, **layout), strict=True))
+        out["held_h"], out["held_z"] = encode(model, data, heldout_x, device, **layout)
+        out["probe_h"], out["probe_z"] = encode(model, data, probe_x, device, **layout)
+    out["held_y"], out["probe_y"] = heldout_y.to(device), probe_y.to(device)
     groups = None if data.train_groups is None else data.train_groups[: config.batch_size]
+    out["groups"] = groups
+    model.train(was_training)
+    return out
+
+
+@torch.no_grad()
+def score(config: TrialConfig, features: dict[str, Tensor]) -> dict[str, float]:
+    """Held-out diagnostics and both probes on both spaces, computed where ``features`` are
+    (see :func:`heldout_features`); the linear probe runs in float64 there."""
     metrics = pair_diagnostics(
-        h1, h2, z1, z2, data.heldout_y,
+        features["h1"], features["h2"], features["z1"], features["z2"], features["held_y"],
         batch_size=config.batch_size,
         temperature=config.temperature if config.objective == "info_nce" else None,
-        groups=groups, group_policy=config.group_policy,
+        groups=features["groups"], group_policy=config.group_policy,
     )  # fmt: skip
-    train_h, train_z = encode(model, data, data.train_x[data.probe_index], device)
-    held_h, held_z = encode(model, data, data.heldout_x, device)
     metrics |= probe_metrics(
-        {"h": train_h, "z": train_z, "y": data.train_y[data.probe_index]},
-        {"h": held_h, "z": held_z, "y": data.heldout_y},
+        {"h": features["probe_h"], "z": features["probe_z"], "y": features["probe_y"]},
+        {"h": features["held_h"], "z": features["held_z"], "y": features["held_y"]},
         k=config.knn_k, knn_temperature=config.knn_temperature,
         linear=config.linear_probe, max_iter=config.linear_probe_iters,
     )  # fmt: skip
-    model.train(was_training)
     return metrics
+
+
+def evaluate(
+    config: TrialConfig,
+    model: ContrastiveModel,
+    data: DataBundle,
+    device: torch.device,
+    resident: ResidentData | None = None,
+) -> dict[str, float]:
+    """Held-out diagnostics on two fixed views, and both probes on both spaces, all on the
+    trial's ``device``."""
+    return score(config, heldout_features(config, model, data, device, resident))
+
+
+class DivergenceWatch:
+    """The first optimiser step whose loss is not finite, and the sum of the losses, kept on the
+    trial's device and read without waiting for it.
+
+    Each :meth:`add` folds one step's loss in on the device. :meth:`poll` returns the diverged
+    step once the device has got that far, never waiting: on CUDA it reads a pinned copy made
+    after an earlier step, whose event has completed. :meth:`settle` waits and is exact; the
+    loop calls it before every evaluation and checkpoint, so none is made after divergence.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.first_bad = torch.full((), -1, dtype=torch.long, device=device)
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        self.cuda = device.type == "cuda"
+        self._copy = torch.full((), -1, dtype=torch.long, pin_memory=self.cuda)
+        self._event = torch.cuda.Event() if self.cuda else None
+        self._in_flight = False
+
+    def add(self, loss: Tensor, step: int) -> None:
+        loss = loss.detach()
+        fresh = torch.isfinite(loss).logical_not_().logical_and_(self.first_bad < 0)
+        self.first_bad = torch.where(fresh, step, self.first_bad)
+        self.loss_sum += loss.double()
+
+    def poll(self) -> int | None:
+        """The first diverged step if known without waiting, else None."""
+        if not self.cuda:
+            return self.settle()
+        if self._in_flight and self._event.query():
+            self._in_flight = False
+            if int(self._copy) >= 0:
+                return int(self._copy)
+        if not self._in_flight:
+            self._copy.copy_(self.first_bad, non_blocking=True)
+            self._event.record()
+            self._in_flight = True
+        return None
+
+    def settle(self) -> int | None:
+        """The first diverged step, or None; waits for the device."""
+        first = int(self.first_bad)
+        return first if first >= 0 else None
+
+    def take_loss_sum(self) -> float:
+        """The losses added since the last call, summed (waits for the device)."""
+        total = float(self.loss_sum)
+        self.loss_sum.zero_()
+        return total
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,18 +396,30 @@ class _Trial:
         self.device = resolve_device(config)
         seed_everything(config.seed)
         self.data = load_data(config)
+        on_cuda = self.device.type == "cuda"
+        self.resident = resident_data(config, self.data, self.device) if on_cuda else None
         self.model = build_model(config, self.data.input_shape).to(self.device)
+        self.channels_last = uses_channels_last(config, self.device)
+        if self.channels_last:
+            self.model = self.model.to(memory_format=torch.channels_last)
+        # Evaluation runs the plain module (shapes and BatchNorm's mode vary there); training
+        # runs the compiled one, which shares its parameters.
+        self.compiled = compiles(config, self.device)
+        self.forward = (
+            torch.compile(self.model, backend=COMPILE_BACKEND) if self.compiled else self.model
+        )
         self.optimizer = make_optimizer(config, self.model)
+        self.watch = DivergenceWatch(self.device)
         self.step = 0  # optimiser steps taken
         self.loss_sum, self.loss_count = 0.0, 0  # since the last evaluation
-        self.times = {"train_s": 0.0, "eval_s": 0.0, "data_s": 0.0, "checkpoint_s": 0.0}
+        self.times = dict.fromkeys(TIMES, 0.0)
         self.last_metrics: dict[str, float] = {}
         self.status = "finished"
 
     # -- checkpoints --
     def state(self) -> dict[str, Any]:
         return {
-            "model": self.model.state_dict(),
+            "model": self.model.state_dict(),  # the plain module's keys, compiled or not
             "optimizer": self.optimizer.state_dict(),
             "scheduler": {"step": self.step, "lr": lr_at(self.config, max(0, self.step - 1))},
             "step": self.step,
@@ -254,11 +435,11 @@ class _Trial:
         state = torch.load(
             Path(directory) / CHECKPOINT_FILE, map_location=self.device, weights_only=True
         )
-        self.model.load_state_dict(state["model"])
+        self.model.load_state_dict(strip_compiled_prefix(state["model"]))
         self.optimizer.load_state_dict(state["optimizer"])
         self.step = state["step"]
         self.loss_sum, self.loss_count = state["loss_sum"], state["loss_count"]
-        self.times = dict(state["times"])
+        self.times = dict.fromkeys(TIMES, 0.0) | dict(state["times"])
         self.last_metrics = dict(state["last_metrics"])
         _set_rng_state(
             {k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in state["rng"].items()}
@@ -285,7 +466,10 @@ class _Trial:
 
     def evaluate_and_report(self, checkpoint: bool) -> None:
         t0 = time.perf_counter()
-        metrics = self.train_metrics() | evaluate(self.config, self.model, self.data, self.device)
+        self.loss_sum += self.watch.take_loss_sum()
+        metrics = self.train_metrics() | evaluate(
+            self.config, self.model, self.data, self.device, self.resident
+        )
         self.times["eval_s"] += time.perf_counter() - t0
         self.loss_sum, self.loss_count = 0.0, 0
         if self.is_collapsing(metrics["z/dim_std_mean"]):
@@ -303,21 +487,51 @@ class _Trial:
             self.times["checkpoint_s"] += time.perf_counter() - t0
             self.reporter.report(metrics, step=seen, checkpoint_dir=tmp)
 
+    def diverge(self, step: int) -> None:
+        """End the trial at ``step``, the first step whose loss was not finite: the steps before
+        it count (examples seen = step × batch size), nothing after it is reported."""
+        self.status = "diverged"
+        self.step = step
+        self.last_metrics |= self.train_metrics() | {"train/loss": math.nan}
+        if self.reporter is not None:
+            self.reporter.report(self.last_metrics, step=self.step * self.config.batch_size)
+
     # -- the loop --
-    def train_step(self, v1: Tensor, v2: Tensor, groups: Tensor | None) -> float:
+    def train_step(self, v1: Tensor, v2: Tensor, groups: Tensor | None) -> None:
+        """One optimiser step, queued on the device: nothing here waits for it (the loss goes to
+        the watch), except info_nce's reading of the ids when the data have groups."""
         for group in self.optimizer.param_groups:
             group["lr"] = lr_at(self.config, self.step)
         b = v1.shape[0]
-        autocast = self.device.type == "cuda" and self.config.precision == "bf16"
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=autocast):
-            _, z = self.model(torch.cat([v1, v2]))  # one pass: BatchNorm sees both views
+        x = torch.cat([v1, v2])  # one pass: BatchNorm sees both views
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with autocast_for(self.config, self.device):
+            _, z = self.forward(x)
         loss = objective_loss(self.config, z[:b].float(), z[b:].float(), groups)
-        if not torch.isfinite(loss):
-            raise NonFiniteError(f"train/loss is {float(loss)} at step {self.step}")
+        self.watch.add(loss, self.step)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        return float(loss.detach())
+
+    def batches(self) -> Iterator[tuple[int, Tensor, Tensor, Tensor, Tensor | None]]:
+        """(step, indices, view 1, view 2, groups) from the current step on."""
+        if self.resident is not None:
+            found = resident_batches(self.config, self.data, self.resident, self.step)
+            all_groups = self.resident.train_groups
+        else:
+            found = view_batches(self.config, self.data, self.step, self.device)
+            all_groups = self.data.train_groups
+        for step, idx, v1, v2 in found:
+            groups = None if all_groups is None else all_groups[idx]
+            yield step, idx, v1, v2, groups
+
+    def wait(self) -> float:
+        """Wait for the device's queued work; returns the seconds waited."""
+        t0 = time.perf_counter()
+        if self.device.type == "cuda":
+            torch.cuda.current_stream(self.device).synchronize()  # this stream, not the device
+        return time.perf_counter() - t0
 
     def run(self) -> dict[str, Any]:
         resume = self.reporter.latest_checkpoint() if self.reporter is not None else None
@@ -331,33 +545,43 @@ class _Trial:
             self.evaluate_and_report(checkpoint=False)
         marks = set(self.config.eval_steps)
         self.model.train()
+        first = True
         t_data = time.perf_counter()
-        for step, idx, v1, v2 in view_batches(self.config, self.data, self.step, self.device):
-            if self.status != "finished":
-                break
-            v1, v2 = v1.to(self.device, non_blocking=True), v2.to(self.device, non_blocking=True)
-            groups = None if self.data.train_groups is None else self.data.train_groups[idx]
+        for step, _, v1, v2, groups in self.batches():
             t_step = time.perf_counter()
             self.times["data_s"] += t_step - t_data
             try:
-                loss = self.train_step(v1, v2, groups)
-            except NonFiniteError:
-                self.status = "diverged"
-                self.last_metrics |= self.train_metrics() | {"train/loss": math.nan}
-                if self.reporter is not None:
-                    self.reporter.report(self.last_metrics, step=self.step * self.config.batch_size)
+                self.train_step(v1, v2, groups)
+            except NonFiniteError:  # info_nce with groups checks its input on the host
+                self.diverge(step)
                 break
-            if self.device.type == "cuda":
-                torch.cuda.synchronize()
             self.step = step + 1
-            self.loss_sum += loss
             self.loss_count += 1
-            self.times["train_s"] += time.perf_counter() - t_step
-            if self.step in marks:
+            if first and self.compiled:  # compiling happens in the first step; not training
+                self.wait()
+                self.times["compile_s"] += time.perf_counter() - t_step
+            else:
+                self.times["train_s"] += time.perf_counter() - t_step
+            first = False
+            at_mark = self.step in marks
+            if at_mark:
+                self.times["train_s"] += self.wait()  # the queued steps' device time
+            bad = self.watch.settle() if at_mark else self.watch.poll()
+            if bad is not None:
+                self.diverge(bad)
+                break
+            if at_mark:
                 self.evaluate_and_report(checkpoint=self.step < self.config.steps)
+                if self.status != "finished":
+                    break
             t_data = time.perf_counter()
         if self.status == "finished" and self.config.steps not in marks:
-            self.evaluate_and_report(checkpoint=False)
+            self.times["train_s"] += self.wait()
+            bad = self.watch.settle()
+            if bad is not None:
+                self.diverge(bad)
+            else:
+                self.evaluate_and_report(checkpoint=False)
         return self.result(time.perf_counter() - self.wall0)
 
     def result(self, wall_s: float) -> dict[str, Any]:
@@ -391,7 +615,7 @@ def evaluation_metrics(config: TrialConfig) -> tuple[str, ...]:
 def final_metrics(config: TrialConfig) -> tuple[str, ...]:
     """Every numeric name in the result of :func:`run_trial`: the last evaluation's metrics,
     ``examples_seen``, ``steps``, ``wall_s`` and ``time/*``."""
-    times = tuple(f"time/{k}" for k in ("train_s", "eval_s", "data_s", "checkpoint_s"))
+    times = tuple(f"time/{k}" for k in TIMES)
     return (*evaluation_metrics(config), "examples_seen", "steps", "wall_s", *times)
 
 
@@ -408,7 +632,9 @@ def run_trial(
     Returns:
         The last evaluation's metrics plus ``status`` (finished | diverged | collapsed),
         ``examples_seen``, ``steps``, ``wall_s`` (this process's wall time) and ``time/*``
-        (training-step, evaluation, data and checkpoint seconds, cumulative across resumes).
+        (training-step, evaluation, data, checkpoint and compile seconds, cumulative across
+        resumes; on CUDA the views are augmented in the training stream, so their device time
+        is in ``train_s``, and the first compiled step, compiling included, is ``compile_s``).
     """
     if not isinstance(config, TrialConfig):
         config = TrialConfig(**config)
