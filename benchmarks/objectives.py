@@ -4,7 +4,8 @@ Inputs: N rows of dimension D, B = N / 2 sources of two views each (rows i and i
 every implementation gets the same leaf tensor and its loss and gradient are checked against the
 dense reference. ``dense`` is ``info_nce_dense`` (the full (N, N) matrix and plain autograd);
 ``lightly`` is lightly's ``NTXentLoss(z[:B], z[B:])``, the same loss, when lightly can be
-imported; ``chunked`` (with ``--impls``) is ``info_nce`` forced into 8 blocks of anchors.
+imported; ``chunked`` (with ``--impls``) is ``info_nce`` forced into 8 blocks of anchors;
+``nt_xent`` (with ``--impls``) is ``nt_xent(z[:B], z[B:], checks=False)``, a trial's call.
 
 Time: for each N one process runs every implementation on the same inputs, in alternating order,
 and reports the median of at least ``--repeats`` forward+backward passes after a warm-up (more
@@ -40,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPERATURE = 0.1
-IMPLEMENTATIONS = ("info_nce", "dense", "lightly", "chunked")
+IMPLEMENTATIONS = ("info_nce", "nt_xent", "dense", "lightly", "chunked")
 DEFAULT_IMPLEMENTATIONS = ("info_nce", "dense", "lightly")
 
 
@@ -82,7 +83,10 @@ def make_losses(impls: list[str], n: int, lightly_path: str | None) -> dict:
     def dense(z, sources):
         return objectives.info_nce_dense(z, sources, TEMPERATURE)
 
-    fns = {"info_nce": info_nce, "dense": dense, "chunked": chunked}
+    def nt_xent(z, sources):  # a trial's call without groups: nothing waits for the device
+        return objectives.nt_xent(z[: n // 2], z[n // 2 :], TEMPERATURE, checks=False)
+
+    fns = {"info_nce": info_nce, "nt_xent": nt_xent, "dense": dense, "chunked": chunked}
     if "lightly" in impls:
         cls, _ = load_lightly(lightly_path)
         if cls is not None:
