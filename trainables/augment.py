@@ -17,6 +17,7 @@ At s = 1 these are SimCLR's settings.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -29,6 +30,7 @@ COMPONENTS: tuple[str, ...] = (
 VECTOR_COMPONENTS: tuple[str, ...] = ("noise",)
 _GEOMETRIC = ("crop", "flip", "rotate")
 _LUMA = (0.299, 0.587, 0.114)
+_TO_YIQ = ((0.299, 0.587, 0.114), (0.596, -0.274, -0.322), (0.211, -0.523, 0.312))
 
 
 def parse_augmentation(spec: str) -> tuple[str, ...]:
@@ -49,6 +51,24 @@ def parse_augmentation(spec: str) -> tuple[str, ...]:
     return names
 
 
+@functools.lru_cache(maxsize=64)
+def constant(values: tuple, device: str, dtype: torch.dtype) -> Tensor:
+    """``values`` as a tensor on ``device``, built once per (values, device, dtype).
+
+    Built on the host and copied once: ``torch.tensor(values, device="cuda")`` at every step
+    would be a blocking copy that waits for the stream. Never written into.
+    """
+    return torch.tensor(values, dtype=dtype).to(device)
+
+
+@functools.lru_cache(maxsize=16)
+def _yiq_matrices(device: str, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """(RGB -> YIQ, YIQ -> RGB) on ``device``; the inverse is taken on the host (on CUDA,
+    ``linalg.inv`` checks its result on the host, a wait for the device)."""
+    to_yiq = torch.tensor(_TO_YIQ, dtype=dtype)
+    return to_yiq.to(device), torch.linalg.inv(to_yiq).to(device)
+
+
 def _uniform(g: torch.Generator, n: int, lo: float, hi: float, device) -> Tensor:
     return torch.rand(n, generator=g, device=device) * (hi - lo) + lo
 
@@ -65,7 +85,7 @@ class ViewAugment:
         strength: s >= 0; 0 makes every component the identity.
         kind: ``"image"`` for (B, C, H, W) in [0, 1], ``"vector"`` for (B, D).
         vector_noise: noise std at s = 1 for vectors (the toy generator's view noise).
-        fill: (C,) value for erased pixels (the dataset mean), default 0.
+        fill: C values for erased pixels (the dataset mean), default 0.
     """
 
     def __init__(
@@ -75,7 +95,7 @@ class ViewAugment:
         *,
         kind: str = "image",
         vector_noise: float = 0.0,
-        fill: Tensor | None = None,
+        fill: tuple[float, ...] | Tensor | None = None,
     ) -> None:
         self.components = tuple(components)
         self.strength = float(strength)
@@ -199,25 +219,21 @@ class ViewAugment:
         in_rows = (rows[None] >= top[:, None]) & (rows[None] < (top + eh)[:, None])  # (B, H)
         in_cols = (cols[None] >= left[:, None]) & (cols[None] < (left + ew)[:, None])  # (B, W)
         mask = (in_rows[:, :, None] & in_cols[:, None, :] & apply[:, None, None])[:, None]
-        fill = torch.zeros(c, device=dev, dtype=x.dtype) if self.fill is None else self.fill
-        return torch.where(mask, fill.to(dev, x.dtype).view(1, c, 1, 1), x)
+        values = (0.0,) * c if self.fill is None else tuple(float(v) for v in self.fill)
+        return torch.where(mask, constant(values, str(dev), x.dtype).view(1, c, 1, 1), x)
 
 
 def _luma(x: Tensor) -> Tensor:
     """(B, C, H, W) -> (B, 1, H, W) luminance (the channel itself when C == 1)."""
     if x.shape[1] == 1:
         return x
-    weights = torch.tensor(_LUMA, device=x.device, dtype=x.dtype).view(1, 3, 1, 1)
+    weights = constant(_LUMA, str(x.device), x.dtype).view(1, 3, 1, 1)
     return (x * weights).sum(dim=1, keepdim=True)
 
 
 def _rotate_hue(x: Tensor, turns: Tensor) -> Tensor:
     """Rotate chroma by ``turns`` (B,) of a full circle in YIQ space."""
-    to_yiq = torch.tensor(
-        [[0.299, 0.587, 0.114], [0.596, -0.274, -0.322], [0.211, -0.523, 0.312]],
-        device=x.device, dtype=x.dtype,
-    )  # fmt: skip
-    to_rgb = torch.linalg.inv(to_yiq)
+    to_yiq, to_rgb = _yiq_matrices(str(x.device), x.dtype)
     angle = 2 * math.pi * turns.to(x.dtype)
     cos, sin = angle.cos(), angle.sin()
     one, zero = torch.ones_like(cos), torch.zeros_like(cos)

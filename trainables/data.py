@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from trainables.augment import ViewAugment
+from trainables.augment import ViewAugment, constant
 from trainables.config import TrialConfig
 
 # (mean, std) per channel of [0, 1] pixels, applied after augmentation.
@@ -73,8 +73,8 @@ class DataBundle:
         """Augmented [0, 1] images -> standardised model inputs; vectors pass through."""
         if self.kind != "image":
             return x
-        mean = torch.tensor(self.mean, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, device=x.device, dtype=x.dtype).view(1, -1, 1, 1)
+        mean = constant(self.mean, str(x.device), x.dtype).view(1, -1, 1, 1)
+        std = constant(self.std, str(x.device), x.dtype).view(1, -1, 1, 1)
         return (x - mean) / std
 
 
@@ -393,7 +393,7 @@ def step_generator(seed: int, step: int, device: torch.device | str = "cpu") -> 
 
 
 def make_augment(config: TrialConfig, data: DataBundle) -> ViewAugment:
-    fill = None if data.kind != "image" else torch.tensor(data.mean)
+    fill = None if data.kind != "image" else data.mean
     return ViewAugment(
         config.augmentation_components, config.aug_strength,
         kind=data.kind, vector_noise=data.vector_noise, fill=fill,
