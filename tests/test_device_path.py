@@ -10,6 +10,7 @@ raises: a training step that completes there never waits for its device.
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -251,6 +252,10 @@ def _compile_config(mode: str) -> TrialConfig:
     )  # fmt: skip
 
 
+NO_COMPILER = shutil.which("g++") is None and shutil.which("c++") is None
+
+
+@pytest.mark.skipif(NO_COMPILER, reason="torch.compile's inductor needs a C++ compiler on the CPU")
 @pytest.mark.parametrize(("first", "then"), [("on", "off"), ("off", "on")])
 def test_compiled_and_plain_checkpoints_interchange(tmp_path, first, then):
     """A trial stopped after its second checkpoint resumes with ``compile`` switched, from the
