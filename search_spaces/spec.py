@@ -205,13 +205,13 @@ class Design(_Strict):
         number_given = isinstance(value, int | float) and not isinstance(value, bool)
         if not (numeric_text or number_given):
             raise ValueError(
-                f"design.alpha: {_shown(value)} is neither rotatable, orthogonal nor a number"
+                f"design.alpha: must be rotatable, orthogonal or a number (got {_shown(value)})"
             )
         number = float(value)
         if not (math.isfinite(number) and number >= 1):
             raise ValueError(
-                f"design.alpha: {_shown(value)} must be at least 1: the axial points lie at "
-                "±alpha coded units and alpha < 1 would put them inside the factorial cube"
+                f"design.alpha: must be at least 1 (got {_shown(value)}): the axial points "
+                "lie at ±alpha coded units and alpha < 1 would put them inside the factorial cube"
             )
         return number
 
