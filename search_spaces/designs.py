@@ -1,7 +1,8 @@
 """Designs: a study file becomes compute-matched trials (design point × replicate).
 
 A design is one object, built by :func:`build_design`: a :class:`FixedDesign` (pyDOE's
-``fullfact``, ``fracfact``/``fracfact_by_res``, ``ccdesign``, ``lhs``: every trial known before
+``fullfact``, ``fracfact``/``fracfact_by_res``, central composite, ``bbdesign``, ``lhs``: every
+trial known before
 anything runs) or an :class:`AdaptiveDesign` (``optuna``: trials proposed one by one by an
 Optuna sampler from the results so far). The runner asks either for a :class:`Schedule` given
 the trials already in the record (:class:`PastTrial`), launches what the schedule proposes,
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
-from pydoe import ccdesign, fracfact, fracfact_by_res, fullfact, lhs
+from pydoe import bbdesign, ff2n, fracfact, fracfact_by_res, fullfact, lhs
 
 from search_spaces.spec import Factor, StudyError, StudySpec, kind_words
 from trainables.config import TrialConfig
@@ -56,6 +57,7 @@ class TrialPlan:
     config: TrialConfig
     snapped: dict[str, float] = field(default_factory=dict)  # factor -> value before snapping
     proposal: str | None = None  # adaptive designs: the key given to the proposal
+    role: str | None = None  # response surfaces: factorial, axial, edge or center
 
     @property
     def key(self) -> str:
@@ -67,10 +69,12 @@ class TrialPlan:
         return " ".join([*parts, f"seed={self.seed}"])
 
     def row(self) -> dict[str, Any]:
+        role = {"role": self.role} if self.role else {}
         return {
             "point_id": self.point_id,
             "replicate": self.replicate,
             "seed": self.seed,
+            **role,
             **self.factors,
             "steps": self.config.steps,
             "examples_seen": self.config.examples_seen,
@@ -84,7 +88,7 @@ class TrialPlan:
             "key": self.key, "point_id": self.point_id, "replicate": self.replicate,
             "seed": self.seed, "factors": dict(self.factors),
             "trial": self.config.model_dump(mode="json"), "snapped": dict(self.snapped),
-            "proposal": self.proposal,
+            "proposal": self.proposal, "role": self.role,
         }  # fmt: skip
 
     @classmethod
@@ -92,7 +96,8 @@ class TrialPlan:
         config = TrialConfig(**data["trial"])
         factors = {k: getattr(config, k) for k in data["factors"]}  # typed, as the config holds
         return cls(data["point_id"], data["replicate"], data["seed"], factors, config,
-                   dict(data.get("snapped") or {}), data.get("proposal"))  # fmt: skip
+                   dict(data.get("snapped") or {}), data.get("proposal"),
+                   data.get("role"))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,9 @@ class FixedDesign:
 
     spec: StudySpec
     trials: tuple[TrialPlan, ...]
+    # what the design's kind adds to the table: alpha and centre runs of a response surface,
+    # the defining relation, aliases and resolution of a fractional factorial (plain JSON data)
+    structure: dict[str, Any] = field(default_factory=dict)
     adaptive = False
 
     @property
@@ -183,6 +191,7 @@ class FixedDesign:
             "spec_sha": self.spec.sha,
             "trials": [t.row() for t in self.trials],
             "totals": self.totals(),
+            **({"structure": self.structure} if self.structure else {}),
         }
 
 
@@ -191,6 +200,16 @@ DesignTable = FixedDesign  # the name the plan and its tests grew up with
 
 def _short(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One design point: factor values, values before snapping, its role and its centre run."""
+
+    values: dict[str, Any]
+    snapped: dict[str, float] = field(default_factory=dict)
+    role: str | None = None  # response surfaces: factorial, axial, edge, center
+    run: int = 0  # centre run c of its centre point: its seeds are offset by c * replicates
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,7 +259,7 @@ def _continuous(name: str, factor: Factor, unit: float, fixed: dict, snapped: di
     return value
 
 
-def _points_full_factorial(spec: StudySpec) -> list[tuple[dict, dict]]:
+def _points_full_factorial(spec: StudySpec) -> tuple[list[Point], dict]:
     names = list(spec.factors)
     for name in names:
         if spec.factors[name].levels is None:
@@ -249,8 +268,9 @@ def _points_full_factorial(spec: StudySpec) -> list[tuple[dict, dict]]:
     # pyDOE varies the first factor fastest; reverse so the first factor varies slowest
     order = sorted(range(len(indices)), key=lambda r: tuple(indices[r]))
     return [
-        ({n: spec.factors[n].levels[indices[r][i]] for i, n in enumerate(names)}, {}) for r in order
-    ]
+        Point({n: spec.factors[n].levels[indices[r][i]] for i, n in enumerate(names)})
+        for r in order
+    ], {}
 
 
 def _two_levels(name: str, factor: Factor) -> tuple[Any, Any]:
@@ -317,7 +337,65 @@ def check_generators(text: str, names: list[str]) -> list[str]:
     return words
 
 
-def _points_fractional(spec: StudySpec) -> list[tuple[dict, dict]]:
+# Alias analysis enumerates every word of the 2^k candidates; beyond this many factors it is
+# skipped (a study of learned models with more two-level factors is not one we expect).
+MAX_ALIAS_FACTORS = 16
+
+
+def alias_structure(coded: np.ndarray, names: list[str]) -> dict[str, Any]:
+    """The defining relation, the aliases up to two-factor interactions and the resolution of a
+    two-level fraction, read from its ±1 design matrix (shape (runs, k)).
+
+    Factors are lettered A, B, C, … in study order (``letters``). A word (a product of factor
+    columns) is in the defining relation when its column is constant: ``I = ABD = -ACE`` (+1 or
+    -1). The resolution is the length of the shortest word (None for a full factorial). Alias
+    chains list the main effects and two-factor interactions whose columns coincide (``-``:
+    opposite sign), every main effect's chain and each two-factor chain with more than one
+    member, as in Montgomery, Design and Analysis of Experiments, §8.4.
+    """
+    k = len(names)
+    letters = {string.ascii_uppercase[i]: name for i, name in enumerate(names)}
+    if k > MAX_ALIAS_FACTORS:
+        return {"letters": letters, "defining_relation": None, "resolution": None,
+                "aliases": None,
+                "note": f"alias analysis skipped beyond {MAX_ALIAS_FACTORS} factors"}  # fmt: skip
+    signs = np.sign(np.asarray(coded, dtype=float))
+    runs = len(signs)
+
+    def column(word: tuple[int, ...]) -> np.ndarray:
+        return np.prod(signs[:, list(word)], axis=1) if word else np.ones(runs)
+
+    def text(word: tuple[int, ...]) -> str:
+        return "".join(string.ascii_uppercase[i] for i in word)
+
+    words = []
+    for size in range(1, k + 1):
+        for word in itertools.combinations(range(k), size):
+            col = column(word)
+            if np.all(col == col[0]):
+                words.append(("" if col[0] > 0 else "-") + text(word))
+    effects = [(i,) for i in range(k)] + list(itertools.combinations(range(k), 2))
+    chains, placed = [], set()
+    for effect in effects:
+        if effect in placed:
+            continue
+        col = column(effect)
+        chain = [text(effect)]
+        for other in effects:
+            if other != effect and other not in placed:
+                dot = float(col @ column(other))
+                if abs(dot) == runs:  # identical or opposite columns
+                    chain.append(("" if dot > 0 else "-") + text(other))
+                    placed.add(other)
+        placed.add(effect)
+        if len(effect) == 1 or len(chain) > 1:
+            chains.append(" = ".join(chain))
+    resolution = min((len(w.lstrip("-")) for w in words), default=None)
+    return {"letters": letters, "defining_relation": ["I", *words], "resolution": resolution,
+            "aliases": chains}  # fmt: skip
+
+
+def _points_fractional(spec: StudySpec) -> tuple[list[Point], dict]:
     names = list(spec.factors)
     design = spec.design
     if len(names) < 3:
@@ -340,46 +418,157 @@ def _points_fractional(spec: StudySpec) -> list[tuple[dict, dict]]:
                 f"design.resolution: {design.resolution}: no two-level fractional factorial of "
                 f"that resolution for {len(names)} factors ({err})"
             ) from None
-    return [
-        ({n: lows_highs[n][int(c > 0)] for n, c in zip(names, row, strict=True)}, {})
+    points = [
+        Point({n: lows_highs[n][int(c > 0)] for n, c in zip(names, row, strict=True)})
         for row in coded
     ]
+    return points, alias_structure(coded, names)
 
 
-def _points_central_composite(spec: StudySpec) -> list[tuple[dict, dict]]:
+# Response-surface designs: coded rows (factorial/axial/edge points, then centre runs) and the
+# role of each row. Coded units: -1 and +1 are a factor's bounds, 0 its centre on its scale.
+def rotatable_alpha(k: int) -> float:
+    """(2^k)^(1/4): the prediction variance depends only on the distance from the centre
+    (NIST e-Handbook 5.3.3.6.1, Table 3.23: 1.414 for 2 factors, 1.682 for 3)."""
+    return float((2**k) ** 0.25)
+
+
+def orthogonal_alpha(k: int, center: int) -> float:
+    """The alpha at which the pure quadratic columns of one unblocked CCD are orthogonal.
+
+    With F = 2^k factorial runs and N = F + 2k + center runs in all, the centred columns x_i^2
+    and x_j^2 are orthogonal when (F + 2 alpha^2)^2 = F N (Myers, Montgomery and Anderson-Cook,
+    Response Surface Methodology, §7.4): alpha = sqrt((sqrt(F N) - F) / 2). pyDOE's
+    "orthogonal" is another thing, orthogonal blocking of a two-block design.
+    """
+    f = 2**k
+    return float(math.sqrt((math.sqrt(f * (f + 2 * k + center)) - f) / 2))
+
+
+def ccd_alpha(k: int, face: str, alpha: str | float, center: int) -> float:
+    """The axial distance in coded units (ccf: 1); errors never reach here (the spec checks)."""
+    if face == "ccf":
+        return 1.0
+    if alpha == "rotatable":
+        return rotatable_alpha(k)
+    if alpha == "orthogonal":
+        return orthogonal_alpha(k, center)
+    return float(alpha)
+
+
+def ccd_coded(k: int, face: str, alpha: float, center: int) -> tuple[np.ndarray, list[str]]:
+    """Central composite design in coded units and each row's role.
+
+    Rows (shape (2^k + 2k + center, k)): the 2^k factorial points (pyDOE ``ff2n``: the first
+    factor varies slowest, as in every table of this project; NIST lists the same rows in Yates
+    order), the 2k axial points (-a, +a on each factor in turn), the centre runs. ccc: factorial
+    at ±1, axial at ±alpha (outside the bounds); cci: the ccc scaled by 1/alpha, so axial points
+    sit on the bounds; ccf: axial at ±1. Roles: factorial, axial, center.
+    """
+    factorial = ff2n(k)
+    axial = np.zeros((2 * k, k))
+    for i in range(k):
+        axial[2 * i : 2 * i + 2, i] = [-1.0, 1.0]
+    if face == "cci":
+        factorial = factorial / alpha
+    elif face == "ccc":
+        axial = axial * alpha
+    coded = np.vstack([factorial, axial, np.zeros((center, k))])
+    roles = ["factorial"] * len(factorial) + ["axial"] * len(axial) + ["center"] * center
+    return coded, roles
+
+
+def bb_coded(k: int, center: int) -> tuple[np.ndarray, list[str]]:
+    """Box-Behnken design in coded units (pyDOE ``bbdesign``) and each row's role.
+
+    Rows (shape (4 * k(k-1)/2 + center, k)): for every pair of factors a 2^2 factorial (first
+    of the pair slowest) with the others at 0 (midpoints of the cube's edges), then the centre
+    runs. Roles: edge, center. This is Box and Behnken's construction for 3 to 5 factors; their
+    designs for 6 or more cross larger blocks, pyDOE crosses pairs still. Needs k >= 3 (checked
+    by the caller).
+    """
+    edges = bbdesign(k, center=0)
+    coded = np.vstack([edges, np.zeros((center, k))])
+    return coded, ["edge"] * len(edges) + ["center"] * center
+
+
+def _numeric_split(spec: StudySpec) -> tuple[list[str], list[str]]:
+    """The numeric factors (on the design's coded axes) and the categorical ones (crossed)."""
     numeric = [n for n, f in spec.factors.items() if f.is_numeric]
     categorical = [n for n in spec.factors if n not in numeric]
     if not numeric:
         why = "; ".join(f"{n} takes {kind_words(n)}" for n in categorical)
         raise StudyError(
-            "design.kind: central_composite needs at least one numeric factor, got none "
+            f"design.kind: {spec.design.kind} needs at least one numeric factor, got none "
             f"({', '.join(categorical)} are categorical: {why})"
         )
-    if len(numeric) == 1:
-        coded = np.array([[-1.0], [1.0], [0.0]])
+    return numeric, categorical
+
+
+def _points_central_composite(spec: StudySpec) -> tuple[list[Point], dict]:
+    numeric, categorical = _numeric_split(spec)
+    design = spec.design
+    k = len(numeric)
+    if k == 1:  # no axial points on one axis: low, high and the centre runs
+        if "alpha" in design.model_fields_set and design.face != "ccf":
+            raise StudyError(
+                f"design.alpha: {design.alpha!r} needs at least 2 numeric factors, got 1 "
+                f"({numeric[0]}): one factor has low, high and centre runs only; remove alpha"
+            )
+        coded = np.array([[-1.0], [1.0]] + [[0.0]] * design.center)
+        roles = ["factorial", "factorial"] + ["center"] * design.center
+        alpha = 1.0
     else:
-        coded = ccdesign(len(numeric), center=(0, 1), alpha="orthogonal", face=spec.design.face)
-    span = max(1.0, float(np.abs(coded).max())) if spec.design.face == "cci" else 1.0
+        alpha = ccd_alpha(k, design.face, design.alpha, design.center)
+        coded, roles = ccd_coded(k, design.face, alpha, design.center)
+    structure = {"face": design.face, "alpha": alpha, "alpha_rule": design.alpha,
+                 "center_runs": design.center, "numeric_factors": numeric}  # fmt: skip
+    return _coded_points(spec, numeric, categorical, coded, roles), structure
+
+
+def _points_box_behnken(spec: StudySpec) -> tuple[list[Point], dict]:
+    numeric, categorical = _numeric_split(spec)
+    if len(numeric) < 3:
+        raise StudyError(
+            f"design.kind: box_behnken needs at least 3 numeric factors, got {len(numeric)} "
+            f"({', '.join(numeric)}); use central_composite"
+        )
+    coded, roles = bb_coded(len(numeric), spec.design.center)
+    structure = {"center_runs": spec.design.center, "numeric_factors": numeric}
+    return _coded_points(spec, numeric, categorical, coded, roles), structure
+
+
+def _coded_points(
+    spec: StudySpec, numeric: list[str], categorical: list[str], coded: np.ndarray, roles: list
+) -> list[Point]:
+    """Coded rows -> points on each factor's scale, crossed with every categorical combination.
+
+    Coded ±1 are a factor's bounds (beyond them for ccc's axial points). Centre run c keeps
+    ``run`` c (its seed's offset); other points that snapping merges are kept once.
+    """
     fixed = spec.trial
     points, seen = [], set()
     cat_levels = [spec.factors[n].levels for n in categorical]
     for combo in itertools.product(*cat_levels):
-        for row in coded:
+        runs = 0
+        for row, role in zip(coded, roles, strict=True):
             snapped: dict[str, float] = {}
             values = {
-                n: _continuous(n, spec.factors[n], (c / span + 1) / 2, fixed, snapped)
+                n: _continuous(n, spec.factors[n], (c + 1) / 2, fixed, snapped)
                 for n, c in zip(numeric, row, strict=True)
             }
             values |= dict(zip(categorical, combo, strict=True))
             values = {n: values[n] for n in spec.factors}  # spec order
-            key = repr(values)
-            if key not in seen:  # snapping can merge points; keep each once
-                seen.add(key)
-                points.append((values, snapped))
+            if role == "center":  # repeated on purpose: each run its own seed
+                points.append(Point(values, snapped, role, runs))
+                runs += 1
+            elif repr(values) not in seen:  # snapping can merge points; keep each once
+                seen.add(repr(values))
+                points.append(Point(values, snapped, role))
     return points
 
 
-def _points_latin_hypercube(spec: StudySpec) -> list[tuple[dict, dict]]:
+def _points_latin_hypercube(spec: StudySpec) -> tuple[list[Point], dict]:
     names = list(spec.factors)
     if not spec.design.samples:
         raise StudyError("design.samples: latin_hypercube needs samples (how many points)")
@@ -394,14 +583,15 @@ def _points_latin_hypercube(spec: StudySpec) -> list[tuple[dict, dict]]:
                 values[name] = _continuous(name, factor, float(unit), spec.trial, snapped)
             else:
                 values[name] = _level_from_unit(factor, float(unit))
-        points.append((values, snapped))
-    return points
+        points.append(Point(values, snapped))
+    return points, {}
 
 
 GENERATORS = {
     "full_factorial": _points_full_factorial,
     "fractional_factorial": _points_fractional,
     "central_composite": _points_central_composite,
+    "box_behnken": _points_box_behnken,
     "latin_hypercube": _points_latin_hypercube,
 }
 
@@ -457,17 +647,21 @@ def _check_metric(where: str, metric: str, reported: tuple[str, ...]) -> None:
 
 
 def _fixed_design(spec: StudySpec) -> FixedDesign:
-    points = GENERATORS[spec.design.kind](spec)
+    points, structure = GENERATORS[spec.design.kind](spec)
+    replicates = spec.design.replicates
     trials = []
-    for index, (values, snapped) in enumerate(points):
-        for replicate in range(spec.design.replicates):
-            seed = spec.design.seed + replicate
-            config = trial_config(spec, values, seed)
-            trials.append(TrialPlan(f"p{index:03d}", replicate, seed, values, config, snapped))
+    for index, point in enumerate(points):
+        for replicate in range(replicates):
+            # common random numbers across points; centre run c shifted past every earlier
+            # run's seeds, so the centre runs differ by seed alone and measure pure error
+            seed = spec.design.seed + point.run * replicates + replicate
+            config = trial_config(spec, point.values, seed)
+            trials.append(TrialPlan(f"p{index:03d}", replicate, seed, point.values, config,
+                                    point.snapped, role=point.role))  # fmt: skip
     examples = {t.config.examples_seen for t in trials}
     if len(examples) != 1:  # cannot happen while the budget is fixed; guard the invariant
         raise StudyError(f"trials would see different numbers of examples: {sorted(examples)}")
-    return FixedDesign(spec, tuple(trials))
+    return FixedDesign(spec, tuple(trials), structure)
 
 
 # ---------------------------------------------------------------------------------------------

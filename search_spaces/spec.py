@@ -157,24 +157,80 @@ def kind_words(name: str) -> str:
     return _KIND_WORDS.get(base_type(annotation), f"values of type {annotation}")
 
 
+# Centre runs of a response-surface design unless the study says otherwise: the textbook
+# rule of thumb of 3 to 5 (NIST e-Handbook 5.3.3.5, Montgomery §11.4), at its cheap end: every
+# run trains a model, and 3 runs give 2 degrees of freedom of pure error. Box and Behnken's own
+# 3- and 4-factor designs have 3.
+DEFAULT_CENTER = 3
+ALPHA_WORDS = ("rotatable", "orthogonal")
+
+
 class Design(_Strict):
     """How factor levels become design points."""
 
     kind: Literal[
-        "full_factorial", "fractional_factorial", "central_composite", "latin_hypercube", "optuna"
-    ] = "full_factorial"
+        "full_factorial", "fractional_factorial", "central_composite", "box_behnken",
+        "latin_hypercube", "optuna",
+    ] = "full_factorial"  # fmt: skip
     replicates: int = Field(1, ge=1)
-    seed: int = 0  # replicate r of every point runs with seed + r (common random numbers)
+    # replicate r of every point runs with seed + r (common random numbers); centre run c of a
+    # response-surface design runs with seed + c * replicates + r, so no two centre runs share one
+    seed: int = 0
     # fractional_factorial: pyDOE generator string ("a b c abc") or a resolution (3, 4, 5 …)
     generators: str | None = None
     resolution: int | None = Field(None, ge=3)
     # central_composite: face-centred (ccf, inside the levels), inscribed (cci) or circumscribed
     face: Literal["ccf", "cci", "ccc"] = "ccf"
+    # central_composite: the axial distance in coded units: rotatable (2^k)^(1/4), orthogonal
+    # (orthogonal quadratic effects) or a number >= 1; None is the face's own: rotatable for ccc
+    # and cci, 1 for ccf (resolved when the spec is read, so the canonical file names it)
+    alpha: str | float | None = None
+    # central_composite and box_behnken: centre runs, each with its own seed (pure error)
+    center: int = Field(DEFAULT_CENTER, ge=1)
     # latin_hypercube and optuna: how many points
     samples: int | None = Field(None, ge=1)
     # optuna: the metric to optimise
     metric: str | None = None
     mode: Literal["max", "min"] = "max"
+
+    @field_validator("alpha", mode="before")
+    @classmethod
+    def _alpha(cls, value: Any) -> Any:
+        """``rotatable``, ``orthogonal`` or a number >= 1 (the loader keeps numbers as text)."""
+        if value is None:
+            return None
+        if isinstance(value, str) and value.strip().lower() in ALPHA_WORDS:
+            return value.strip().lower()
+        numeric_text = isinstance(value, str) and NUMBER.match(value.strip())
+        number_given = isinstance(value, int | float) and not isinstance(value, bool)
+        if not (numeric_text or number_given):
+            raise ValueError(
+                f"design.alpha: must be rotatable, orthogonal or a number (got {_shown(value)})"
+            )
+        number = float(value)
+        if not (math.isfinite(number) and number >= 1):
+            raise ValueError(
+                f"design.alpha: must be at least 1 (got {_shown(value)}): the axial points "
+                "lie at ±alpha coded units and alpha < 1 would put them inside the factorial cube"
+            )
+        return number
+
+    @model_validator(mode="after")
+    def _face_alpha(self) -> Design:
+        """ccf has alpha = 1 by definition (its axial points are the faces' centres); ccc and
+        cci default to the rotatable alpha."""
+        if self.kind != "central_composite":
+            return self
+        if self.face == "ccf":
+            if self.alpha is not None and self.alpha != 1.0:
+                raise ValueError(
+                    f"design.alpha: {self.alpha!r} does not apply to face 'ccf', whose axial "
+                    "points sit on the faces (alpha = 1); use face ccc or cci, or remove alpha"
+                )
+            object.__setattr__(self, "alpha", 1.0)
+        elif self.alpha is None:
+            object.__setattr__(self, "alpha", "rotatable")
+        return self
 
     @model_validator(mode="after")
     def _options_apply(self) -> Design:
@@ -199,10 +255,16 @@ DESIGN_OPTIONS = {
     "generators": ("fractional_factorial",),
     "resolution": ("fractional_factorial",),
     "face": ("central_composite",),
+    "alpha": ("central_composite",),
+    "center": ("central_composite", "box_behnken"),
     "samples": ("latin_hypercube", "optuna"),
     "metric": ("optuna",),
     "mode": ("optuna",),
 }
+
+# Options added after studies were first recorded: left out of the fingerprint of a design kind
+# that does not read them, so a recorded full factorial still resumes under the same spec_sha.
+LATER_OPTIONS = ("alpha", "center")
 
 
 class Resources(_Strict):
@@ -299,6 +361,9 @@ class StudySpec(_Strict):
     def sha(self) -> str:
         """Fingerprint of everything that changes what runs (the description does not)."""
         data = {k: v for k, v in self.model_dump(mode="json").items() if k != "description"}
+        for option in LATER_OPTIONS:  # absent from fingerprints made before they existed
+            if self.design.kind not in DESIGN_OPTIONS[option]:
+                data["design"].pop(option, None)
         text = json.dumps(data, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -80,10 +80,45 @@ def _print_plan(data: dict, table) -> None:
     for row in data["trials"]:
         grid.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()])
     console.print(grid)
+    for line in _structure_lines(data.get("structure") or {}):
+        console.print(line, highlight=False)
     console.print(
         f"every trial sees {data['totals']['examples_per_trial']} examples; "
         f"{data['totals']['examples']} in all"
     )
+
+
+def _structure_lines(structure: dict) -> list[str]:
+    """What the design kind adds under the table: alpha and centre runs of a response surface,
+    the letters, defining relation, resolution and alias chains of a fractional factorial."""
+    lines = []
+    if "alpha" in structure:
+        rule = structure["alpha_rule"]
+        how = f" ({rule})" if isinstance(rule, str) else ""
+        lines.append(f"face {structure['face']}, alpha {structure['alpha']:.4g}{how}")
+    if "center_runs" in structure:
+        lines.append(
+            f"centre runs: {structure['center_runs']}, each with its own seed (pure error)"
+        )
+    if structure.get("letters"):
+        letters = ", ".join(f"{k}={v}" for k, v in structure["letters"].items())
+        lines.append(f"factors {letters}")
+    if structure.get("defining_relation"):
+        lines.append(f"defining relation {' = '.join(structure['defining_relation'])}")
+        lines.append(f"resolution {_roman(structure['resolution'])}")
+        lines.append("aliases (up to two-factor interactions):")
+        lines.extend(f"  {chain}" for chain in structure["aliases"])
+    if structure.get("note"):
+        lines.append(structure["note"])
+    return lines
+
+
+def _roman(resolution: int | None) -> str:
+    """Resolution as designs are named (III, IV, V …); a full factorial has none."""
+    if resolution is None:
+        return "none (full factorial: no word in the defining relation)"
+    numerals = {3: "III", 4: "IV", 5: "V", 6: "VI", 7: "VII", 8: "VIII", 9: "IX", 10: "X"}
+    return numerals.get(resolution, str(resolution))
 
 
 @app.command()

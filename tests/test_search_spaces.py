@@ -121,7 +121,7 @@ def test_central_composite_face_centred_on_log_scale_with_categorical_crossed():
             "aug_strength": {"range": [0.2, 1.0]},
             "augmentation": {"levels": ["crop", "crop+noise"]},
         },
-        {"kind": "central_composite", "face": "ccf"},
+        {"kind": "central_composite", "face": "ccf", "center": 1},
     )
     rows = table_of(s, "temperature", "aug_strength", "augmentation")
     mid_tau = math.sqrt(0.05 * 0.8)  # the centre on a log scale is the geometric mean

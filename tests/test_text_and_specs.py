@@ -129,7 +129,8 @@ def test_numbers_as_researchers_write_them_make_a_two_factor_ccd_of_nine_points(
     assert all(type(v) is float for v in spec.factors["base_lr"].levels)
     assert spec.factors["base_lr"].is_numeric
     table = build_design(spec)
-    assert len(table.trials) == 9  # 4 corners + 4 axial (face-centred) + 1 centre
+    assert len(table.trials) == 11  # 4 corners + 4 axial (face-centred) + 3 centre runs
+    assert len({tuple(t.factors.values()) for t in table.trials}) == 9  # nine points
     assert sorted({t.factors["base_lr"] for t in table.trials}) == pytest.approx(
         [1e-4, (1e-4 * 1e-3) ** 0.5, 1e-3]
     )
