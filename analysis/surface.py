@@ -728,3 +728,118 @@ def _result(df, data, response, goal, factors, coding, formula, terms, fit, code
         blocks=blocks, block_levels=tuple(block_levels), error_ms=float(fit.mse_resid),
         error_df=round(float(fit.df_resid)), model_f=model_f, model_df=model_df, model_p=model_p,
     )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# effects
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Effect:
+    """The effect of one factor on one response in natural units, at the centre of the other
+    factors (categorical ones averaged over their levels) and the average block.
+
+    ``change`` says what moves: "doubling temperature" for a log-scale factor (half a doubling
+    either side of the design centre), "batch_size from 64 to 256" for a linear one (its design
+    range), "objective = b instead of a" for a categorical one. ``p_adjusted`` is Holm-adjusted
+    over the response's effects; ``detectable`` is the smallest |effect| of this change that the
+    study's own error detects at the given power (two-sided t test on ``df`` degrees of freedom).
+    Undefined values (an exact fit) are None."""
+
+    response: str
+    factor: str
+    change: str
+    estimate: float
+    std_err: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p: float | None
+    p_adjusted: float | None
+    detectable: float | None
+    df: int
+
+    def to_json(self) -> dict[str, Any]:
+        def plain(v):
+            return None if v is None or not math.isfinite(v) else float(v)
+
+        return {"factor": self.factor, "change": self.change, "estimate": plain(self.estimate),
+                "std_err": plain(self.std_err), "ci": [plain(self.ci_low), plain(self.ci_high)],
+                "p": plain(self.p), "p_adjusted": plain(self.p_adjusted),
+                "detectable": plain(self.detectable), "df": self.df}  # fmt: skip
+
+
+def _contrast(surface: ResponseSurface, high: dict, low: dict) -> np.ndarray:
+    """Row of the design matrix at ``high`` minus that at ``low`` (coded values of the factor
+    that moves), every other numeric factor at its centre, categorical ones averaged over their
+    levels, blocks at their average."""
+    from patsy import build_design_matrices
+
+    coding = surface.coding
+    data = surface._fit.model.data
+    info = getattr(data, "model_spec", None) or data.design_info  # statsmodels 0.15 / 0.14
+    categorical = [n for n, c in coding.items() if c.kind == "categorical"]
+    rows = []
+    for combo in itertools.product(*[coding[n].levels for n in categorical]):
+        base = {n: 0.0 for n, c in coding.items() if c.kind == "numeric"}
+        base |= {n: str(v) for n, v in zip(categorical, combo, strict=True)}
+        for column in _factor_part(surface._fit).block_columns:
+            base[column] = 0.0
+        frame = pd.DataFrame([{**base, **high}, {**base, **low}])
+        matrix = np.asarray(build_design_matrices([info], frame)[0])
+        rows.append(matrix[0] - matrix[1])
+    return np.mean(rows, axis=0)
+
+
+def factor_effects(
+    surface: ResponseSurface, alpha: float = 0.05, power: float = 0.8
+) -> tuple[Effect, ...]:
+    """Each factor's effect with its interval, Holm-adjusted p and the smallest detectable
+    effect at ``power`` (statsmodels' power module, from the fit's own residual error)."""
+    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.power import TTestPower
+
+    fit = surface._fit
+    df = round(float(fit.df_resid))
+    changes = []
+    for name, c in surface.coding.items():
+        if c.kind == "numeric":
+            if c.scale == "log":
+                half = math.log(2) / math.log(c.high / c.low)  # half a doubling, coded
+                changes.append((name, f"doubling {name}", {name: half}, {name: -half}))
+            else:
+                changes.append((name, f"{name} from {c.low:g} to {c.high:g}", {name: 1.0},
+                                {name: -1.0}))  # fmt: skip
+        else:
+            for level in c.levels[1:]:
+                changes.append((name, f"{name} = {level} instead of {c.levels[0]}",
+                                {name: str(level)}, {name: str(c.levels[0])}))  # fmt: skip
+    ncp = None
+    if not surface.exact and df >= 1:
+        size = TTestPower().solve_power(effect_size=None, nobs=df + 1, alpha=alpha, power=power,
+                                        alternative="two-sided")  # fmt: skip
+        ncp = float(size) * math.sqrt(df + 1)  # noncentrality of a t test on df degrees of freedom
+    effects = []
+    for name, change, high, low in changes:
+        c = _contrast(surface, high, low)
+        estimate = float(c @ fit.params.to_numpy())
+        if surface.exact:
+            effects.append(Effect(surface.response, name, change, estimate, None, None, None,
+                                  None, None, None, df))  # fmt: skip
+            continue
+        se = float(math.sqrt(c @ fit.cov_params().to_numpy() @ c))
+        t_crit = float(stats.t.ppf(1 - alpha / 2, df))
+        p = float(2 * stats.t.sf(abs(estimate) / se, df)) if se > 0 else None
+        effects.append(Effect(surface.response, name, change, estimate, se,
+                              estimate - t_crit * se, estimate + t_crit * se, p, None,
+                              None if ncp is None else ncp * se, df))  # fmt: skip
+    ps = [e.p for e in effects if e.p is not None]
+    if ps:
+        adjusted = iter(multipletests(ps, method="holm")[1])
+        effects = [e if e.p is None else _replace(e, p_adjusted=float(next(adjusted)))
+                   for e in effects]  # fmt: skip
+    return tuple(effects)
+
+
+def _replace(effect: Effect, **changes) -> Effect:
+    import dataclasses
+
+    return dataclasses.replace(effect, **changes)
