@@ -7,6 +7,10 @@ then fits by OLS
     y = b0 + Σ b_i x_i + Σ b_ii x_i² + Σ_{i<j} b_ij x_i x_j (+ categorical main effects and their
         two-factor interactions)
 
+With ``blocks="<column>"`` a block term enters additively (sum-to-zero contrasts, never crossed
+with a factor); see :func:`fit_response_surface`. :func:`factor_effects` gives each factor's
+effect in natural units with its evidence.
+
 A quadratic term is only included for a numeric factor with at least three distinct levels;
 every term left out is named in ``notes``. A design that cannot support the model (a singular
 design matrix, or no residual degrees of freedom) raises :class:`UnsupportedDesignError` naming the
