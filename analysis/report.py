@@ -5,7 +5,9 @@ Compute first (:func:`analyse` returns a frozen :class:`StudyAnalysis`), then wr
 (:func:`write_report`). The JSON summary is the contract of ``study report --json``: ``study``,
 ``n_trials``, ``responses`` (metric -> ``model``, ``status``, ``r2``, ``adj_r2``, ``press``,
 ``pred_r2``, ``lack_of_fit_p``, ``stationary_kind``, ``optimum``, ``predicted``, ``interval``,
-``notes``, …) and ``frontier`` (the point ids on the z alignment–uniformity frontier). What is
+``notes``, and for a fitted one ``blocks``, ``error_ms``, ``error_ms_without_blocks``,
+``model_p``, ``beats_mean``, ``findings`` (the sentences, findings first) and ``effects``) and
+``frontier`` (the point ids on the z alignment–uniformity frontier). What is
 undefined is null, never 0 or inf, and ``notes`` says why in words (a constant response: status
 "no variation", nothing modelled).
 """
@@ -16,7 +18,7 @@ import base64
 import html
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,9 +26,11 @@ import pandas as pd
 
 from analysis.frontier import pareto_frontier
 from analysis.surface import (
+    Effect,
     NoVariationError,
     ResponseSurface,
     UnsupportedDesignError,
+    factor_effects,
     fit_response_surface,
 )
 
@@ -40,6 +44,36 @@ MODEL_LADDER = (
     ("main effects and curvature, no interactions", {"quadratic": True, "interactions": False}),
     ("main effects only", {"quadratic": False, "interactions": False}),
 )
+
+
+ALPHA = 0.05
+POWER = 0.8
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What a fit says, in words, before any statistic: computed by :func:`findings`.
+
+    ``beats_mean`` is False when the model does not beat the mean (its F test of every factor
+    term has p > :data:`ALPHA`, or predicted R² ≤ 0, or the surface is flat); then ``headline``
+    says that no factor has a detectable effect and gives the smallest effect of each factor this
+    study could have detected at :data:`POWER` power, and ``optimum`` is None (none is named).
+    Otherwise ``found`` holds one sentence per effect with Holm-adjusted p ≤ :data:`ALPHA` and
+    ``not_detected`` one per other effect (with its detectable size). ``block`` says how much the
+    block term changed the error mean square, when there is one."""
+
+    response: str
+    beats_mean: bool
+    headline: str
+    found: tuple[str, ...]
+    not_detected: tuple[str, ...]
+    optimum: str | None
+    block: str | None
+    effects: tuple[Effect, ...]
+
+    def sentences(self) -> list[str]:
+        return [s for s in (self.headline, *self.found, *self.not_detected, self.optimum,
+                            self.block) if s]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -56,6 +90,8 @@ class ResponseFit:
     surface: ResponseSurface | None
     reason: str = ""
     status: Literal["fitted", "no variation", "unsupported", ""] = ""
+    error_ms_without_blocks: float | None = None
+    findings: Findings | None = None
 
     def __post_init__(self):
         if not self.status:
@@ -68,6 +104,11 @@ class ResponseFit:
                     "stationary_kind": None, "optimum": None, "predicted": None,
                     "interval": None, "notes": [self.reason]}  # fmt: skip
         data = {"model": self.model, "status": self.status, **self.surface.to_json()}
+        data["error_ms_without_blocks"] = self.error_ms_without_blocks
+        if self.findings is not None:
+            data["beats_mean"] = self.findings.beats_mean
+            data["findings"] = self.findings.sentences()
+            data["effects"] = [e.to_json() for e in self.findings.effects]
         if self.reason:
             data["notes"] = [*data["notes"], self.reason]
         return data
@@ -90,13 +131,27 @@ class StudyAnalysis:
         }
 
 
-def fit_best_supported(df: pd.DataFrame, response: str) -> ResponseFit:
-    """The richest model of :data:`MODEL_LADDER` the design supports."""
+def fit_best_supported(df: pd.DataFrame, response: str, blocks: str | None = None) -> ResponseFit:
+    """The richest model of :data:`MODEL_LADDER` the design supports, with ``blocks`` as an
+    additive block term when given (on a rung where the block term does not fit, that rung
+    without it); its :class:`Findings` attached."""
     reasons = []
     for name, options in MODEL_LADDER:
         try:
-            return ResponseFit(response, name, fit_response_surface(df, response, **options),
-                               "; ".join(reasons))  # fmt: skip
+            surface = without = None
+            if blocks is not None:
+                try:
+                    surface = fit_response_surface(df, response, blocks=blocks, **options)
+                    without = fit_response_surface(df, response, **options).error_ms
+                except NoVariationError:
+                    raise
+                except UnsupportedDesignError as err:
+                    reasons.append(f"{name} with {blocks} as blocks: {err}")
+            if surface is None:
+                surface = fit_response_surface(df, response, **options)
+            fit = ResponseFit(response, name, surface, "; ".join(reasons),
+                              error_ms_without_blocks=without)  # fmt: skip
+            return replace(fit, findings=findings(fit))
         except NoVariationError as err:  # no simpler model helps: say why once and stop
             return ResponseFit(response, None, None, str(err), "no variation")
         except UnsupportedDesignError as err:
@@ -104,10 +159,107 @@ def fit_best_supported(df: pd.DataFrame, response: str) -> ResponseFit:
     return ResponseFit(response, None, None, "; ".join(reasons), "unsupported")
 
 
+def common_seed_blocks(df: pd.DataFrame) -> str | None:
+    """ "replicate" when seeds are common across points (common random numbers: every point has
+    the same set of replicates, and a replicate uses one seed everywhere), so that a seed's luck
+    is shared by every point and the replicate is a block; else None."""
+    if "replicate" not in df:
+        return None
+    rows = df[df["status"] == "finished"] if "status" in df else df
+    key = "point_id" if "point_id" in rows else list(rows.attrs.get("factors") or [])
+    if rows.empty or not key:
+        return None
+    sets = rows.groupby(key)["replicate"].agg(lambda r: frozenset(r.dropna()))
+    if len(sets) < 2 or len(set(sets)) != 1 or len(sets.iloc[0]) < 2:
+        return None
+    if "seed" in rows and (rows.groupby("replicate")["seed"].nunique(dropna=False) > 1).any():
+        return None
+    return "replicate"
+
+
+def _amount(response: str, value: float) -> str:
+    """A change of ``response`` in words: accuracies (probe/...) in percentage points."""
+    if response.startswith("probe/"):
+        return f"{abs(value) * 100:.2g} points"
+    return f"{abs(value):.3g}"
+
+
+def _signed(response: str, value: float) -> str:
+    return ("-" if value < 0 else "+") + _amount(response, value)
+
+
+def _effect_sentence(e: Effect, detected: bool) -> str:
+    change = e.change[0].upper() + e.change[1:]
+    if e.std_err is None:
+        verb = "raises" if e.estimate > 0 else "lowers"
+        return (f"{change} {verb} {e.response} by {_amount(e.response, e.estimate)} (the model "
+                "reproduces every trial: no interval).")  # fmt: skip
+    p = "n/a" if e.p_adjusted is None else f"{e.p_adjusted:.2g}"
+    if detected:
+        verb = "raises" if e.estimate > 0 else "lowers"
+        lo, hi = (e.ci_low, e.ci_high) if e.estimate > 0 else (-e.ci_high, -e.ci_low)
+        return (f"{change} {verb} {e.response} by {_amount(e.response, e.estimate)} (95% CI "
+                f"{_amount(e.response, lo)} to {_amount(e.response, hi)}; Holm-adjusted "
+                f"p = {p}).")  # fmt: skip
+    return (
+        f"{change}: no detectable effect on {e.response} (estimate "
+        f"{_signed(e.response, e.estimate)}, 95% CI {_signed(e.response, e.ci_low)} to "
+        f"{_signed(e.response, e.ci_high)}; Holm-adjusted p = {p}); the smallest effect "
+        f"detectable at {POWER:.0%} power is {_amount(e.response, e.detectable or 0.0)}."
+    )
+
+
+def findings(fit: ResponseFit) -> Findings | None:
+    """The words of one fit (see :class:`Findings`); None when nothing was fitted."""
+    s = fit.surface
+    if s is None:
+        return None
+    effects = factor_effects(s, ALPHA, POWER)
+    flat = s.optimum is None
+    weak = s.model_p is not None and s.model_p > ALPHA
+    unpredictive = math.isfinite(s.pred_r2) and s.pred_r2 <= 0
+    beats_mean = not (flat or weak or unpredictive)
+    evidence = (f"model F test p = {_num(s.model_p, '.2g')}, predicted R² = "
+                f"{_num(s.pred_r2, '.2f')}")  # fmt: skip
+    block = None
+    if s.blocks is not None and fit.error_ms_without_blocks:
+        before, after = fit.error_ms_without_blocks, s.error_ms
+        change = 1 - after / before
+        block = (f"{s.blocks} is modelled as a block (the seeds are common across points, so a "
+                 f"seed's luck is shared by every point): the error mean square "
+                 f"{'fell' if change >= 0 else 'rose'} from {before:.3g} to {after:.3g} "
+                 f"({abs(change):.0%} {'less' if change >= 0 else 'more'}), on "
+                 f"{s.error_df} residual df.")  # fmt: skip
+    if not beats_mean:
+        sizes = "; ".join(f"{e.change}: {_amount(s.response, e.detectable)}"
+                          for e in effects if e.detectable is not None)  # fmt: skip
+        why = f"the model does not beat the mean ({evidence})"
+        if flat:
+            why = "the fitted surface is flat"
+        headline = (f"No factor has a detectable effect on {s.response}: {why}."
+                    + (f" The smallest effects this study could have detected at {POWER:.0%} "
+                       f"power, from its own error: {sizes}." if sizes else ""))  # fmt: skip
+        return Findings(s.response, False, headline, (), (), None, block, effects)
+    detected = [e for e in effects if e.std_err is None or
+                (e.p_adjusted is not None and e.p_adjusted <= ALPHA)]  # fmt: skip
+    found = tuple(_effect_sentence(e, True) for e in detected)
+    missed = tuple(_effect_sentence(e, False) for e in effects if e not in detected)
+    headline = f"The model of {s.response} beats the mean ({evidence})."
+    point = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
+                      for k, v in s.optimum.items())  # fmt: skip
+    ci = ("no confidence interval: see the notes" if s.interval is None
+          else f"95% CI {_num(s.interval[0], '.4g')} … {_num(s.interval[1], '.4g')}")  # fmt: skip
+    optimum = (f"Predicted optimum in the design region: {point} → {_num(s.predicted, '.4g')} "
+               f"({ci}).")  # fmt: skip
+    return Findings(s.response, True, headline, found, missed, optimum, block, effects)
+
+
 def analyse(df: pd.DataFrame, responses: tuple[str, ...] | None = None) -> StudyAnalysis:
-    """Every response surface and the alignment–uniformity frontier of a results frame."""
+    """Every response surface and the alignment–uniformity frontier of a results frame. When
+    seeds are common across points (:func:`common_seed_blocks`), the replicate is a block."""
     responses = tuple(r for r in (responses or DEFAULT_RESPONSES) if r in df)
-    fits = {r: fit_best_supported(df, r) for r in responses}
+    blocks = common_seed_blocks(df)
+    fits = {r: fit_best_supported(df, r, blocks) for r in responses}
     finished = df[df["status"] == "finished"] if "status" in df else df
     frontier = (
         pareto_frontier(finished, {"z/align": "min", "z/uniform": "min"})
@@ -132,32 +284,37 @@ def _num(value: float | None, spec: str) -> str:
 
 
 def _fit_html(fit: ResponseFit) -> str:
+    """Findings first (what was found, how sure, what was not detectable), then statistics."""
     if fit.surface is None:
         lead = "Nothing modelled" if fit.status == "no variation" else "No model"
         return f"<h3>{html.escape(fit.response)}</h3><p>{lead}: {html.escape(fit.reason)}</p>"
     s = fit.surface
+    words = fit.findings or findings(fit)
+    found = "".join(f"<li>{html.escape(x)}</li>" for x in words.found)
+    missed = "".join(f"<li>{html.escape(x)}</li>" for x in words.not_detected)
     if s.optimum is None:
         optimum = "<p>No optimum: the fitted surface is flat (see the notes).</p>"
+    elif words.optimum is None:
+        optimum = "<p>No optimum is named: the model does not beat the mean.</p>"
     else:
-        point = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
-                          for k, v in s.optimum.items())  # fmt: skip
-        ci = (
-            "no confidence interval: see the notes"
-            if s.interval is None
-            else f"95% CI {_num(s.interval[0], '.4g')} … {_num(s.interval[1], '.4g')}"
-        )
-        optimum = (f"<p>Predicted optimum in the design region: {html.escape(point)} → "
-                   f"{_num(s.predicted, '.4g')} ({ci}).</p>")  # fmt: skip
+        optimum = f"<p>{html.escape(words.optimum)}</p>"
+    effects = pd.DataFrame([e.to_json() for e in words.effects])
+    effects = effects.drop(columns=["ci"], errors="ignore")
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in (*s.notes, fit.reason) if n)
     return (
         f"<h3>{html.escape(s.response)} ({s.goal})</h3>"
-        f"<p>Model: {html.escape(fit.model or '')}. n = {s.n}, R² = {_num(s.r2, '.3f')}, "
+        f"<p><b>{html.escape(words.headline)}</b></p>"
+        + (f"<p>Found:</p><ul>{found}</ul>" if found else "")
+        + (f"<p>Not detectable:</p><ul>{missed}</ul>" if missed else "")
+        + optimum
+        + (f"<p>{html.escape(words.block)}</p>" if words.block else "")
+        + f"<p>Model: {html.escape(fit.model or '')}. n = {s.n}, R² = {_num(s.r2, '.3f')}, "
         f"adjusted R² = {_num(s.adj_r2, '.3f')}, predicted R² = {_num(s.pred_r2, '.3f')}, "
         f"PRESS = {_num(s.press, '.4g')}, lack-of-fit p = {_num(s.lack_of_fit_p, '.3g')}. "
         f"Stationary point: {s.stationary_kind or 'none'}.</p>"
-        f"{optimum}"
         f"<ul>{notes}</ul>"
-        f"<details><summary>coefficients and ANOVA</summary>"
+        f"<details><summary>effects, coefficients and ANOVA</summary>"
+        f"{effects.to_html(index=False, float_format=lambda v: f'{v:.4g}', na_rep='n/a')}"
         f"{s.coefficients.to_html(float_format=lambda v: f'{v:.4g}', na_rep='n/a')}"
         f"{s.anova.to_html(float_format=lambda v: f'{v:.4g}', na_rep='n/a')}</details>"
     )

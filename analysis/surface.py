@@ -7,6 +7,10 @@ then fits by OLS
     y = b0 + Σ b_i x_i + Σ b_ii x_i² + Σ_{i<j} b_ij x_i x_j (+ categorical main effects and their
         two-factor interactions)
 
+With ``blocks="<column>"`` a block term enters additively (sum-to-zero contrasts, never crossed
+with a factor); see :func:`fit_response_surface`. :func:`factor_effects` gives each factor's
+effect in natural units with its evidence.
+
 A quadratic term is only included for a numeric factor with at least three distinct levels;
 every term left out is named in ``notes``. A design that cannot support the model (a singular
 design matrix, or no residual degrees of freedom) raises :class:`UnsupportedDesignError` naming the
@@ -48,6 +52,10 @@ import statsmodels.formula.api as smf
 from scipy import optimize, stats
 
 Goal = Literal["max", "min"]
+
+BLOCK_PREFIX = "_block"
+"""Model columns of the block term: ``_block0`` … (sum-to-zero contrasts of the block levels)."""
+BLOCK_COLUMN = "__block_level"
 
 
 RELATIVE_TOLERANCE = 1e-9
@@ -132,6 +140,13 @@ class ResponseSurface:
     exact: bool
     data: pd.DataFrame = field(repr=False)
     _fit: Any = field(repr=False, compare=False)
+    blocks: str | None = None
+    block_levels: tuple = ()
+    error_ms: float = math.nan
+    error_df: int = 0
+    model_f: float | None = None
+    model_df: int = 0
+    model_p: float | None = None
 
     def predict(self, frame: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
         """Mean response and its confidence interval at natural-unit factor values.
@@ -143,7 +158,8 @@ class ResponseSurface:
             DataFrame with columns ``mean``, ``lower``, ``upper`` (one row per input row);
             ``lower`` and ``upper`` are NaN when the fit is exact (residual variance 0).
         """
-        summary = self._fit.get_prediction(_coded_frame(frame, self.coding)).summary_frame(alpha)
+        coded = _coded_frame(frame, self.coding)
+        summary = _factor_part(self._fit).get_prediction(coded).summary_frame(alpha)
         out = summary[["mean", "mean_ci_lower", "mean_ci_upper"]].copy()
         out.columns = ["mean", "lower", "upper"]
         if self.exact:
@@ -166,6 +182,11 @@ class ResponseSurface:
             "press": plain(self.press),
             "pred_r2": plain(self.pred_r2),
             "lack_of_fit_p": plain(self.lack_of_fit_p),
+            "blocks": self.blocks,
+            "error_ms": plain(self.error_ms),
+            "error_df": self.error_df,
+            "model_f": plain(self.model_f),
+            "model_p": plain(self.model_p),
             "stationary_kind": self.stationary_kind,
             "stationary_point": None
             if self.stationary_point is None
@@ -254,6 +275,7 @@ def fit_response_surface(
     quadratic: bool = True,
     interactions: bool = True,
     alpha: float = 0.05,
+    blocks: str | None = None,
 ) -> ResponseSurface:
     """Fit the second-order model of ``response`` on the study's factors (see module docstring).
 
@@ -263,6 +285,13 @@ def fit_response_surface(
         factors: default ``df.attrs["factors"]``; factors with one level are dropped (noted).
         goal: "max" or "min" for the optimum; default by metric name (:func:`default_goal`).
         scales: name -> "linear" | "log"; default ``df.attrs["scales"]``, then a 4× rule.
+        blocks: a column whose levels are blocks (runs that share a nuisance: a day, a batch of
+            material, a seed used at every point). It enters additively with sum-to-zero
+            contrasts and is never crossed with a factor; the ANOVA has one line for it (its
+            sum of squares between block means, entered first, as the standard texts print it),
+            pure error comes from replicates within blocks after removing block effects (as R's
+            rsm does), and the stationary point, the optimum and every prediction are those of
+            the factor part (the average block).
     """
     factors = list(factors or df.attrs.get("factors") or [])
     if not factors:
@@ -271,7 +300,12 @@ def fit_response_surface(
         raise UnsupportedDesignError(f"response {response!r} is not a column of the results")
     goal = goal or default_goal(response)
     notes: list[str] = []
-    data = df[[*factors, response] + (["status"] if "status" in df else [])].copy()
+    if blocks is not None and blocks not in df:
+        raise UnsupportedDesignError(f"blocks {blocks!r} is not a column of the results")
+    if blocks is not None and blocks in factors:
+        raise UnsupportedDesignError(f"{blocks!r} cannot be both a factor and the blocks")
+    extra = ([blocks] if blocks else []) + (["status"] if "status" in df else [])
+    data = df[[*factors, response, *extra]].copy()
     if "status" in data:
         dropped = int((data["status"] != "finished").sum())
         data = data[data["status"] == "finished"]
@@ -285,7 +319,18 @@ def fit_response_surface(
     if infinite.any():
         notes.append(f"{int(infinite.sum())} trials with a non-finite {response} were left out")
         data = data[~infinite]
+    if blocks is not None:
+        unblocked = int(data[blocks].isna().sum())
+        if unblocked:
+            notes.append(f"{unblocked} trials without a {blocks} (block) were left out")
+            data = data.dropna(subset=[blocks])
     _require_variation(data, response, factors, notes)
+    block_levels: tuple = ()
+    if blocks is not None:
+        block_levels = tuple(sorted(data[blocks].unique(), key=str))
+        if len(block_levels) < 2:
+            notes.append(f"one block ({blocks} = {block_levels[0]}): no block term")
+            blocks, block_levels = None, ()
     constant = [f for f in factors if data[f].nunique() < 2]
     if constant:
         notes.append(f"factors with one level left out: {', '.join(constant)}")
@@ -296,13 +341,21 @@ def fit_response_surface(
     terms, term_notes = _terms(coding, quadratic, interactions)
     notes += term_notes
     coded = _coded_frame(data, coding)
+    block_terms = []
+    for i, level in enumerate(block_levels[:-1]):  # sum-to-zero: the last level is minus the rest
+        column = f"{BLOCK_PREFIX}{i}"
+        coded[column] = np.where(data[blocks] == level, 1.0,
+                                 np.where(data[blocks] == block_levels[-1], -1.0, 0.0))  # fmt: skip
+        block_terms.append(column)
+    if blocks is not None:
+        coded[BLOCK_COLUMN] = data[blocks].astype(str).to_numpy()
     coded["y"] = data[response].astype(float).to_numpy()
-    formula = "y ~ " + " + ".join(terms)
+    formula = "y ~ " + " + ".join(block_terms + terms)
     model = smf.ols(formula, data=coded)
-    _check_estimable(model, terms, len(coded))
+    _check_estimable(model, block_terms + terms, len(coded))
     fit = model.fit()
     return _result(df, data, response, goal, tuple(factors), coding, formula, terms, fit, coded,
-                   notes, alpha)  # fmt: skip
+                   notes, alpha, blocks, block_levels)  # fmt: skip
 
 
 def _show(value: float) -> str:
@@ -374,13 +427,25 @@ def _lack_of_fit(
 ) -> tuple[dict[str, float | None] | None, str | None]:
     """Pure error from replicated points against the residual: the classic LOF F test.
 
+    Pure error is the residual of y on the distinct design points (and the blocks, when there are
+    blocks: replicates within blocks after removing block effects, as R's rsm and the standard
+    texts compute it); lack of fit is the model's residual less pure error.
+
     Returns the test (``f`` and ``p`` None when pure error is zero: F is then x/0 or 0/0, which
     tests nothing) and a note saying why there is no p, if there is none."""
-    groups = coded.groupby(list(factors), sort=False)["y"]
-    pure_ss = float(groups.apply(lambda g: ((g - g.mean()) ** 2).sum()).sum())
-    n_points = groups.ngroups
-    df_pure = len(coded) - n_points
-    df_lof = n_points - len(fit.params)
+    points = coded.groupby(list(factors), sort=False).ngroup().to_numpy()
+    n_points = int(points.max()) + 1
+    n = len(coded)
+    design = np.zeros((n, n_points))
+    design[np.arange(n), points] = 1.0
+    if BLOCK_COLUMN in coded:
+        blocks = pd.get_dummies(coded[BLOCK_COLUMN], drop_first=True, dtype=float).to_numpy()
+        design = np.hstack([design, blocks])
+    y = coded["y"].to_numpy()
+    solution, *_ = np.linalg.lstsq(design, y, rcond=None)
+    pure_ss = float(np.sum((y - design @ solution) ** 2))
+    df_pure = n - int(np.linalg.matrix_rank(design))
+    df_lof = round(float(fit.df_resid)) - df_pure
     if df_pure < 1:
         return None, "no lack-of-fit test: no replicated points (no pure error)"
     if df_lof < 1:
@@ -388,7 +453,6 @@ def _lack_of_fit(
             f"no lack-of-fit test: {n_points} distinct points for {len(fit.params)} coefficients "
             "leave no degrees of freedom for lack of fit"
         )
-    n = len(coded)
     ssr = float(fit.ssr)
     residual_zero = _negligible_ss(ssr, n, scale)
     pure_zero = _negligible_ss(pure_ss, n, scale)
@@ -406,6 +470,34 @@ def _lack_of_fit(
     f_value = (lof_ss / df_lof) / (pure_ss / df_pure)
     test["f"], test["p"] = f_value, float(stats.f.sf(f_value, df_lof, df_pure))
     return test, None
+
+
+class _FactorPart:
+    """The fit seen through its factor part: predictions at the average block (every block
+    contrast 0), so the block term shifts no optimum, stationary point or prediction."""
+
+    def __init__(self, fit):
+        self.fit = fit
+        self.params = fit.params
+        self.block_columns = [n for n in fit.model.exog_names if n.startswith(BLOCK_PREFIX)]
+
+    def _frame(self, frame: pd.DataFrame) -> pd.DataFrame:
+        if not self.block_columns:
+            return frame
+        frame = frame.copy()
+        for column in self.block_columns:
+            frame[column] = 0.0
+        return frame
+
+    def predict(self, frame: pd.DataFrame) -> pd.Series:
+        return self.fit.predict(self._frame(frame))
+
+    def get_prediction(self, frame: pd.DataFrame):
+        return self.fit.get_prediction(self._frame(frame))
+
+
+def _factor_part(fit) -> _FactorPart:
+    return _FactorPart(fit)
 
 
 def _design_rows(coding: dict[str, FactorCoding], coded_numeric: dict[str, float], combo: dict):
@@ -515,31 +607,66 @@ def _stationary(
     return point, kind, note
 
 
-def _coefficients(fit, alpha: float, exact: bool) -> pd.DataFrame:
+def _block_names(blocks: str | None, levels: tuple) -> dict[str, str]:
+    return {f"{BLOCK_PREFIX}{i}": f"{blocks}[{level}]" for i, level in enumerate(levels[:-1])}
+
+
+def _coefficients(fit, alpha: float, exact: bool, names: dict[str, str]) -> pd.DataFrame:
     if exact:  # standard errors are 0: t = b/0 and p from it are undefined, intervals empty
         nan = np.full(len(fit.params), math.nan)
-        return pd.DataFrame({"estimate": fit.params, "std_err": nan, "ci_low": nan,
-                             "ci_high": nan, "p": nan})  # fmt: skip
-    ci = fit.conf_int(alpha)
-    return pd.DataFrame({
-        "estimate": fit.params, "std_err": fit.bse, "ci_low": ci[0], "ci_high": ci[1],
-        "p": fit.pvalues,
-    })  # fmt: skip
+        table = pd.DataFrame({"estimate": fit.params, "std_err": nan, "ci_low": nan,
+                              "ci_high": nan, "p": nan})  # fmt: skip
+    else:
+        ci = fit.conf_int(alpha)
+        table = pd.DataFrame({
+            "estimate": fit.params, "std_err": fit.bse, "ci_low": ci[0], "ci_high": ci[1],
+            "p": fit.pvalues,
+        })  # fmt: skip
+    return table.rename(index=names)
 
 
-def _anova(fit, exact: bool) -> pd.DataFrame:
+def _anova(fit, exact: bool, coded: pd.DataFrame, blocks: str | None) -> pd.DataFrame:
+    """Type II sums of squares for the factor terms; the block term, when there is one, is one
+    line: the sum of squares between block means (blocks entered first, as the texts print it)."""
     quiet = np.errstate(divide="ignore", invalid="ignore") if exact else contextlib.nullcontext()
     with quiet:
         try:
             anova = sm.stats.anova_lm(fit, typ=2)
         except (ValueError, np.linalg.LinAlgError):
             anova = sm.stats.anova_lm(fit, typ=1)
+        if blocks is not None:
+            anova = anova[[not str(i).startswith(BLOCK_PREFIX) for i in anova.index]]
+            y = coded["y"]
+            means = y.groupby(coded[BLOCK_COLUMN])
+            ss = float((means.count() * (means.mean() - y.mean()) ** 2).sum())
+            df_block = means.ngroups - 1
+            mse = float(fit.ssr / fit.df_resid)
+            f_value = (ss / df_block) / mse if mse > 0 else math.nan
+            p = float(stats.f.sf(f_value, df_block, fit.df_resid)) if mse > 0 else math.nan
+            line = pd.DataFrame({"sum_sq": [ss], "df": [float(df_block)], "F": [f_value],
+                                 "PR(>F)": [p]}, index=[blocks])  # fmt: skip
+            anova = pd.concat([line, anova[["sum_sq", "df", "F", "PR(>F)"]]])
     if exact:  # F = mean square / 0: undefined
         anova[["F", "PR(>F)"]] = math.nan
     return anova
 
 
-def _result(df, data, response, goal, factors, coding, formula, terms, fit, coded, notes, alpha):
+def _model_test(fit, exact: bool) -> tuple[float | None, int, float | None]:
+    """F test of every factor term together against the mean (and the blocks): does the model
+    beat the mean? (None when the fit is exact: F = x/0.)"""
+    names = list(fit.model.exog_names)
+    factor = [i for i, n in enumerate(names) if n != "Intercept" and
+              not n.startswith(BLOCK_PREFIX)]  # fmt: skip
+    if exact or not factor:
+        return None, len(factor), None
+    restriction = np.zeros((len(factor), len(names)))
+    restriction[np.arange(len(factor)), factor] = 1.0
+    test = fit.f_test(restriction)
+    return float(np.squeeze(test.fvalue)), len(factor), float(test.pvalue)
+
+
+def _result(df, data, response, goal, factors, coding, formula, terms, fit, coded, notes, alpha,
+            blocks=None, block_levels=()):  # fmt: skip
     n = len(coded)
     scale = float(coded["y"].abs().max())
     exact = _negligible_ss(float(fit.ssr), n, scale)
@@ -549,8 +676,9 @@ def _result(df, data, response, goal, factors, coding, formula, terms, fit, code
             "standard errors, t and p-values and confidence intervals are undefined (0/0) and "
             "left empty; the coefficients and the optimum are exact for these data"
         )
-    coefficients = _coefficients(fit, alpha, exact)
-    anova = _anova(fit, exact)
+    coefficients = _coefficients(fit, alpha, exact, _block_names(blocks, block_levels))
+    anova = _anova(fit, exact, coded, blocks)
+    part = _factor_part(fit)
     press = _press(fit)
     sst = float(((coded["y"] - coded["y"].mean()) ** 2).sum())
     if not math.isfinite(press):
@@ -559,7 +687,7 @@ def _result(df, data, response, goal, factors, coding, formula, terms, fit, code
     lof, note = _lack_of_fit(fit, coded, factors, scale)
     if note:
         notes.append(note)
-    fitted = fit.fittedvalues.to_numpy()
+    fitted = part.predict(coded).to_numpy()
     flat = float(fitted.max() - fitted.min()) <= RELATIVE_TOLERANCE * scale
     optimum = coded_best = predicted = interval = stationary = kind = None
     if flat:
@@ -569,8 +697,8 @@ def _result(df, data, response, goal, factors, coding, formula, terms, fit, code
             "is no optimum and no stationary point"
         )
     else:
-        coded_best, combo = _optimum(fit, coding, goal)
-        for name in _idle_factors(fit, coding, coded_best, combo, scale):
+        coded_best, combo = _optimum(part, coding, goal)
+        for name in _idle_factors(part, coding, coded_best, combo, scale):
             c = coding[name]
             coded_best[name] = 0.0
             notes.append(
@@ -582,15 +710,16 @@ def _result(df, data, response, goal, factors, coding, formula, terms, fit, code
         for name, c in coding.items():
             if c.kind == "numeric" and c.integer:
                 optimum[name] = round(optimum[name])
-        stationary, kind, note = _stationary(fit, coding, combo, scale)
+        stationary, kind, note = _stationary(part, coding, combo, scale)
         if note:
             notes.append(note)
         at = _coded_frame(pd.DataFrame([optimum]), coding)
-        summary = fit.get_prediction(at).summary_frame(alpha)
+        summary = part.get_prediction(at).summary_frame(alpha)
         predicted = float(summary["mean"].iloc[0])
         if not exact:
             interval = (float(summary["mean_ci_lower"].iloc[0]),
                         float(summary["mean_ci_upper"].iloc[0]))  # fmt: skip
+    model_f, model_df, model_p = _model_test(fit, exact)
     return ResponseSurface(
         response=response, goal=goal, factors=factors, coding=coding, formula=formula,
         n=int(fit.nobs), terms=tuple(terms), anova=anova, coefficients=coefficients,
@@ -600,4 +729,121 @@ def _result(df, data, response, goal, factors, coding, formula, terms, fit, code
         stationary_point=stationary, stationary_kind=kind, optimum=optimum,
         optimum_coded=coded_best, predicted=predicted, interval=interval,
         notes=tuple(notes), exact=exact, data=data.reset_index(drop=True), _fit=fit,
+        blocks=blocks, block_levels=tuple(block_levels), error_ms=float(fit.mse_resid),
+        error_df=round(float(fit.df_resid)), model_f=model_f, model_df=model_df, model_p=model_p,
     )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# effects
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Effect:
+    """The effect of one factor on one response in natural units, at the centre of the other
+    factors (categorical ones averaged over their levels) and the average block.
+
+    ``change`` says what moves: "doubling temperature" for a log-scale factor (half a doubling
+    either side of the design centre), "batch_size from 64 to 256" for a linear one (its design
+    range), "objective = b instead of a" for a categorical one. ``p_adjusted`` is Holm-adjusted
+    over the response's effects; ``detectable`` is the smallest |effect| of this change that the
+    study's own error detects at the given power (two-sided t test on ``df`` degrees of freedom).
+    Undefined values (an exact fit) are None."""
+
+    response: str
+    factor: str
+    change: str
+    estimate: float
+    std_err: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p: float | None
+    p_adjusted: float | None
+    detectable: float | None
+    df: int
+
+    def to_json(self) -> dict[str, Any]:
+        def plain(v):
+            return None if v is None or not math.isfinite(v) else float(v)
+
+        return {"factor": self.factor, "change": self.change, "estimate": plain(self.estimate),
+                "std_err": plain(self.std_err), "ci": [plain(self.ci_low), plain(self.ci_high)],
+                "p": plain(self.p), "p_adjusted": plain(self.p_adjusted),
+                "detectable": plain(self.detectable), "df": self.df}  # fmt: skip
+
+
+def _contrast(surface: ResponseSurface, high: dict, low: dict) -> np.ndarray:
+    """Row of the design matrix at ``high`` minus that at ``low`` (coded values of the factor
+    that moves), every other numeric factor at its centre, categorical ones averaged over their
+    levels, blocks at their average."""
+    from patsy import build_design_matrices
+
+    coding = surface.coding
+    data = surface._fit.model.data
+    info = getattr(data, "model_spec", None) or data.design_info  # statsmodels 0.15 / 0.14
+    categorical = [n for n, c in coding.items() if c.kind == "categorical"]
+    rows = []
+    for combo in itertools.product(*[coding[n].levels for n in categorical]):
+        base = {n: 0.0 for n, c in coding.items() if c.kind == "numeric"}
+        base |= {n: str(v) for n, v in zip(categorical, combo, strict=True)}
+        for column in _factor_part(surface._fit).block_columns:
+            base[column] = 0.0
+        frame = pd.DataFrame([{**base, **high}, {**base, **low}])
+        matrix = np.asarray(build_design_matrices([info], frame)[0])
+        rows.append(matrix[0] - matrix[1])
+    return np.mean(rows, axis=0)
+
+
+def factor_effects(
+    surface: ResponseSurface, alpha: float = 0.05, power: float = 0.8
+) -> tuple[Effect, ...]:
+    """Each factor's effect with its interval, Holm-adjusted p and the smallest detectable
+    effect at ``power`` (statsmodels' power module, from the fit's own residual error)."""
+    from statsmodels.stats.multitest import multipletests
+    from statsmodels.stats.power import TTestPower
+
+    fit = surface._fit
+    df = round(float(fit.df_resid))
+    changes = []
+    for name, c in surface.coding.items():
+        if c.kind == "numeric":
+            if c.scale == "log":
+                half = math.log(2) / math.log(c.high / c.low)  # half a doubling, coded
+                changes.append((name, f"doubling {name}", {name: half}, {name: -half}))
+            else:
+                changes.append((name, f"{name} from {c.low:g} to {c.high:g}", {name: 1.0},
+                                {name: -1.0}))  # fmt: skip
+        else:
+            for level in c.levels[1:]:
+                changes.append((name, f"{name} = {level} instead of {c.levels[0]}",
+                                {name: str(level)}, {name: str(c.levels[0])}))  # fmt: skip
+    ncp = None
+    if not surface.exact and df >= 1:
+        size = TTestPower().solve_power(effect_size=None, nobs=df + 1, alpha=alpha, power=power,
+                                        alternative="two-sided")  # fmt: skip
+        ncp = float(size) * math.sqrt(df + 1)  # noncentrality of a t test on df degrees of freedom
+    effects = []
+    for name, change, high, low in changes:
+        c = _contrast(surface, high, low)
+        estimate = float(c @ fit.params.to_numpy())
+        if surface.exact:
+            effects.append(Effect(surface.response, name, change, estimate, None, None, None,
+                                  None, None, None, df))  # fmt: skip
+            continue
+        se = float(math.sqrt(c @ fit.cov_params().to_numpy() @ c))
+        t_crit = float(stats.t.ppf(1 - alpha / 2, df))
+        p = float(2 * stats.t.sf(abs(estimate) / se, df)) if se > 0 else None
+        effects.append(Effect(surface.response, name, change, estimate, se,
+                              estimate - t_crit * se, estimate + t_crit * se, p, None,
+                              None if ncp is None else ncp * se, df))  # fmt: skip
+    ps = [e.p for e in effects if e.p is not None]
+    if ps:
+        adjusted = iter(multipletests(ps, method="holm")[1])
+        effects = [e if e.p is None else _replace(e, p_adjusted=float(next(adjusted)))
+                   for e in effects]  # fmt: skip
+    return tuple(effects)
+
+
+def _replace(effect: Effect, **changes) -> Effect:
+    import dataclasses
+
+    return dataclasses.replace(effect, **changes)

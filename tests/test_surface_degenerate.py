@@ -297,7 +297,10 @@ def test_report_says_why_a_constant_response_has_no_model():
 
 def test_report_json_and_html_of_degenerate_fits_carry_nulls_and_words():
     frame = study(lambda u, v, r: 1.0)  # constant
-    frame["z/align"] = [0.9 + 0.1 * r for r in frame["replicate"]]  # flat surface
+    # flat surface: replicates differ at each point by ±0.1, in no pattern shared across points
+    # (the replicate is a block here, so a shift shared by every point would be a block effect)
+    spread = np.repeat([0.1, -0.1, 0.1, -0.1, 0.1, -0.1, 0.1, -0.1, 0.0], 2)
+    frame["z/align"] = 0.9 + spread * np.where(frame["replicate"] == 0, 1, -1)
     u = np.log2(frame["temperature"] / 0.1)
     frame["z/uniform"] = -3.0 + 0.1 * u  # exact plane
     frame["probe/linear_top1_h"] = math.nan  # missing everywhere
