@@ -900,11 +900,15 @@ def probe_vs_temperature(df: pd.DataFrame, probe: str = "knn") -> Figure:
 # Response surfaces
 
 
-def surface_contours(surface: Any, x: str, y: str, n: int = 60) -> Figure:
+def surface_contours(
+    surface: Any, x: str, y: str, n: int = 60, *, name_optimum: bool = True
+) -> Figure:
     """Filled contours of a fitted response surface over numeric factors ``x`` and ``y`` with the
-    other factors at the surface's optimum; the optimum is a star and the design points (the
-    surface's ``data``, when it has one) are dots. ``surface`` is duck-typed: ``response``,
-    ``factors``, ``coding``, ``optimum`` and ``predict(frame) -> [mean, lower, upper]``."""
+    other factors at the surface's optimum; the optimum is a star (unless ``name_optimum`` is
+    False: a model that does not beat the mean names none, and the title says so) and the
+    design points (the surface's ``data``, when it has one) are dots. ``surface`` is duck-typed:
+    ``response``, ``factors``, ``coding``, ``optimum`` and ``predict(frame) -> [mean, lower,
+    upper]``."""
     xs, ys, Z = contour_grid(surface, x, y, n)
     fig = Figure(figsize=(6.8, 5.4), layout="constrained")
     ax = fig.add_subplot()
@@ -922,18 +926,19 @@ def surface_contours(surface: Any, x: str, y: str, n: int = 60) -> Figure:
             label="design points", clip_on=False,
         )  # fmt: skip
     optimum = surface.optimum
-    ax.plot(
-        [float(optimum[x])],
-        [float(optimum[y])],
-        linestyle="",
-        marker="*",
-        markersize=16,
-        color="gold",
-        markeredgecolor="black",
-        zorder=4,
-        label="optimum",
-        clip_on=False,
-    )
+    if name_optimum:
+        ax.plot(
+            [float(optimum[x])],
+            [float(optimum[y])],
+            linestyle="",
+            marker="*",
+            markersize=16,
+            color="gold",
+            markeredgecolor="black",
+            zorder=4,
+            label="optimum",
+            clip_on=False,
+        )
     ax.set_xlim(xs[0], xs[-1])
     ax.set_ylim(ys[0], ys[-1])
     for target, values, name in ((ax.xaxis, xs, x), (ax.yaxis, ys, y)):
@@ -944,6 +949,8 @@ def surface_contours(surface: Any, x: str, y: str, n: int = 60) -> Figure:
     held = [f for f in surface.factors if f not in (x, y)]
     subtitle = ", ".join(f"{f}={_fmt(optimum[f])}" for f in held)
     title = f"fitted {surface.response} over {x} × {y}"
+    if not name_optimum:
+        title += "\nthe model does not beat the mean: no optimum is named"
     ax.set_title(title + (f"\nothers at optimum: {subtitle}" if subtitle else ""), fontsize=10)
     fig.colorbar(filled, ax=ax, label=f"{surface.response} (predicted mean)")
     fig.legend(loc="outside lower center", ncols=2, fontsize=8)
@@ -969,11 +976,13 @@ def all_figures(
     history: pd.DataFrame | None = None,
     surfaces: dict[str, Any] | None = None,
     response: str = "probe/knn_top1_h",
+    no_optimum: frozenset[str] = frozenset(),
 ) -> dict[str, Figure]:
     """Every figure that applies to this study, by file name: the plane in z and h, trajectories
     (given a history), main effects and interactions of ``response``, temperature × candidates
     phase diagrams and probe-vs-temperature (when temperature varies), and contours of each
-    surface in ``surfaces`` (response -> fitted surface) over its first two numeric factors."""
+    surface in ``surfaces`` (response -> fitted surface) over its first two numeric factors,
+    with no optimum marked for the responses in ``no_optimum`` (they do not beat the mean)."""
     figures: dict[str, Figure] = {}
     for space in ("z", "h"):
         x, y = f"{space}/uniform", f"{space}/align"
@@ -998,5 +1007,7 @@ def all_figures(
         numeric = [f for f in surface.factors if surface.coding[f].kind == "numeric"]
         if len(numeric) >= 2 and surface.optimum is not None:  # a flat surface has no optimum
             key = f"contours_{_slug(name)}_{_slug(numeric[0])}_{_slug(numeric[1])}"
-            figures[key] = surface_contours(surface, numeric[0], numeric[1])
+            figures[key] = surface_contours(
+                surface, numeric[0], numeric[1], name_optimum=name not in no_optimum
+            )
     return figures

@@ -335,7 +335,11 @@ def write_report(
                 if f.surface is not None and f.surface.optimum is not None}  # fmt: skip
     written: dict[str, Path] = {}
     figure_html = []
-    for name, fig in all_figures(analysis.results, history=history, surfaces=surfaces).items():
+    unnamed = frozenset(
+        r for r, f in analysis.fits.items() if f.findings is not None and not f.findings.beats_mean
+    )
+    figures = all_figures(analysis.results, history=history, surfaces=surfaces, no_optimum=unnamed)
+    for name, fig in figures.items():
         paths = save_figure(fig, figures_dir, name)
         png = next(p for p in paths if p.suffix == ".png")
         written[f"figure:{name}"] = png

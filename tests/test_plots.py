@@ -424,6 +424,10 @@ def test_surface_contours_figure_has_contours_star_and_design_points():
     bare.data = None
     fig = surface_contours(bare, "lr", "temperature", n=10)
     assert not [c for c in fig.axes[0].collections if c.get_label() == "design points"]
+    # A model that does not beat the mean names no optimum: no star, and the title says why.
+    fig = surface_contours(surface, "temperature", "batch_size", n=10, name_optimum=False)
+    assert not [line for line in fig.axes[0].get_lines() if line.get_marker() == "*"]
+    assert "no optimum is named" in fig.axes[0].get_title()
 
 
 # ---------------------------------------------------------------------------------------------
