@@ -35,8 +35,11 @@ def plan(
     spec: Annotated[str, typer.Argument(help="study file (YAML) or the name of a shipped one")],
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
     smoke: Annotated[bool, typer.Option(help="show the smoke variant")] = False,
+    tracking_uri: TrackingUri = None,
 ) -> None:
-    """Show the design without running: every trial, its factors and its compute plan."""
+    """Show the design without running: every trial, its factors and its compute plan; when a
+    study of that name has finished trials in the store, the smallest effects the planned
+    replicates detect at 80% power, from its error."""
     from search_spaces.designs import build_design
     from search_spaces.spec import load_spec
     from study.runner import smoke_spec
@@ -49,10 +52,63 @@ def plan(
     except StudyError as err:
         _fail(err)
     data = table.to_json()
+    detectable, why = _planned_detectable(table, tracking_uri)
+    if detectable:
+        data["detectable"] = detectable
     if as_json:
         typer.echo(json.dumps(data, default=str))
         return
     _print_plan(data, table)
+    for line in _detectable_lines(detectable, why, table):
+        typer.echo(line)
+
+
+def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
+    """{metric: {change: smallest effect detected at 80% power}} with the planned replicates,
+    from the finished study of the same name; ({}, why not) when there is none. Reads an
+    embedded store only when its file exists, and a server only when named."""
+    from analysis.load import results_frame
+    from analysis.power import detectable_with
+    from analysis.report import DEFAULT_RESPONSES
+    from study.export import results_table
+    from study.record import StudyRecord, default_tracking_uri, store_exists
+
+    spec = table.spec
+    if table.adaptive:
+        return {}, ""
+    uri = tracking_uri or default_tracking_uri()
+    if tracking_uri is None and not (uri.startswith("sqlite:///") and store_exists(uri)):
+        return {}, ""
+    try:
+        record = StudyRecord(uri, spec.study)
+        if record.parent() is None:
+            return {}, ""
+        df = results_frame(results_table(record))
+        if "status" in df:
+            df = df[df["status"] == "finished"]
+        out = {}
+        for metric in (m for m in DEFAULT_RESPONSES if m in df):
+            try:
+                sizes = detectable_with(_surface_for(df, metric), spec.design.replicates)
+            except (StudyError, ValueError):
+                continue  # nothing to plan from for this metric (flat, exact, unsupported)
+            out[metric] = {change: size for change, size in sizes if size is not None}
+        return out, "" if out else "its results carry no error to plan from"
+    except Exception as err:  # the plan itself never fails on the record
+        return {}, f"the record could not be read ({type(err).__name__}: {err})"
+
+
+def _detectable_lines(detectable: dict, why: str, table) -> list[str]:
+    spec = table.spec
+    if not detectable:
+        return [f"study {spec.study!r} has finished trials, but {why}"] if why else []
+    lines = [
+        f"smallest effects detected at 80% power with {spec.design.replicates} replicates per "
+        f"point, from the finished study {spec.study!r}'s error:"
+    ]
+    for metric, sizes in detectable.items():
+        lines.append(f"  {metric}: " + "; ".join(f"{c} {v:.3g}" for c, v in sizes.items()))
+    return lines
 
 
 def _print_plan(data: dict, table) -> None:
@@ -242,6 +298,72 @@ def report(
         typer.echo(json.dumps(summary, default=str))
     else:
         typer.echo(f"wrote {folder / 'report.html'}")
+
+
+def _finished_results(name: str, uri: str):
+    """The results frame of study ``name`` in ``uri`` (exit 2 saying why when there is none)."""
+    from analysis.load import results_frame
+    from study.export import results_table
+
+    record = _existing(name, uri)
+    df = results_frame(results_table(record))
+    if "status" in df and not (df["status"] == "finished").any():
+        _fail(StudyError(f"study {name!r} has no finished trial in {uri} to plan from"))
+    return df
+
+
+def _surface_for(df, metric: str):
+    """The best-supported response surface of ``metric`` (the replicate as the block when seeds
+    are common), or a StudyError naming the metric and why."""
+    from analysis.report import common_seed_blocks, fit_best_supported
+
+    if metric not in df:
+        numeric = sorted(c for c in df.columns if "/" in c and df[c].dtype.kind == "f")
+        raise StudyError(f"--metric {metric!r} is not a result of this study; it has {numeric}")
+    fit = fit_best_supported(df, metric, blocks=common_seed_blocks(df))
+    if fit.surface is None:
+        raise StudyError(f"--metric {metric!r}: nothing to plan from ({fit.notes})")
+    return fit.surface
+
+
+@app.command()
+def power(
+    name: Annotated[str, typer.Argument(help="a finished study (the MLflow experiment)")],
+    metric: Annotated[str, typer.Option(help="the response, e.g. probe/knn_top1_h")],
+    effect: Annotated[float, typer.Option(help="the effect to detect, in the metric's units")],
+    power_: Annotated[float, typer.Option("--power", help="power wanted")] = 0.8,
+    alpha: Annotated[float, typer.Option(help="two-sided test level")] = 0.05,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Replicates per point needed to detect an effect of size EFFECT on METRIC, from the
+    finished study's own error (the same design, replicated)."""
+    from analysis.power import MAX_REPLICATES, replicates_for
+    from study.record import default_tracking_uri
+
+    uri = tracking_uri or default_tracking_uri()
+    df = _finished_results(name, uri)
+    try:
+        if not 0 < power_ < 1 or not 0 < alpha < 1:
+            raise StudyError(f"--power {power_} and --alpha {alpha} must lie in (0, 1)")
+        surface = _surface_for(df, metric)
+        plans = replicates_for(surface, effect, alpha=alpha, power=power_)
+    except (StudyError, ValueError) as err:
+        _fail(err)
+    typer.echo(
+        f"{name}: to detect an effect of {effect:g} on {metric} at {power_:.0%} power "
+        f"(two-sided, alpha {alpha:g}), from this study's error (mean square "
+        f"{surface.error_ms:.3g} on {surface.error_df} df, "
+        f"{'the replicate as the block, ' if surface.blocks else ''}"
+        f"{plans[0].replicates_now:g} replicates per point now):"
+    )
+    for plan in plans:
+        now = "n/a" if plan.detectable_now is None else f"{plan.detectable_now:.3g}"
+        if plan.replicates_needed is None:
+            need = f"more than {MAX_REPLICATES} replicates per point"
+        else:
+            need = f"{plan.replicates_needed} replicates per point"
+            need += f" (detects {plan.detectable_then:.3g})"
+        typer.echo(f"  {plan.change}: detectable now {now}; needs {need}")
 
 
 @app.command()

@@ -130,3 +130,29 @@ def test_notebook_executes_on_the_default_study(default_study, monkeypatch):
     assert len(images) >= 4
     text = "".join(o.get("text", "") for o in outputs)
     assert "default-digits 8 trials" in text
+
+
+@pytest.mark.slow
+def test_power_and_plan_plan_replicates_from_the_finished_study(default_study):
+    """`study power` asks for the replicates that detect an effect from the study's own error;
+    `study plan` of the same study shows what its planned replicates detect (issue 10)."""
+    folder, _, _ = default_study
+    done = subprocess.run([STUDY, "power", NAME, "--metric", "z/align", "--effect", "0.01"],
+                          cwd=folder, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "at 80% power" in done.stdout and "doubling temperature" in done.stdout
+    assert "replicates per point" in done.stdout
+    bad = subprocess.run([STUDY, "power", NAME, "--metric", "z/alignment", "--effect", "0.01"],
+                         cwd=folder, capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "--metric 'z/alignment'" in bad.stderr
+    negative = subprocess.run([STUDY, "power", NAME, "--metric", "z/align", "--effect", "-1"],
+                              cwd=folder, capture_output=True, text=True)  # fmt: skip
+    assert negative.returncode == 2 and "effect must be a positive number" in negative.stderr
+    planned = subprocess.run([STUDY, "plan", "default", "--json"], cwd=folder,
+                             capture_output=True, text=True)  # fmt: skip
+    assert planned.returncode == 0, planned.stderr[-2000:]
+    sizes = json.loads(planned.stdout)["detectable"]["z/align"]
+    assert set(sizes) == {"doubling temperature", "doubling batch_size"}
+    assert all(v > 0 for v in sizes.values())
+    text = subprocess.run([STUDY, "plan", "default"], cwd=folder, capture_output=True, text=True)
+    assert "smallest effects detected at 80% power with 2 replicates" in text.stdout
