@@ -64,4 +64,8 @@ def augmented_yaml(spec: StudySpec, design: FixedDesign, source: str) -> str:
         "new axial and centre trials.",
         "# `study run` on this file runs block 2 only, as a second parent run of the same study.",
     ]
-    return "\n".join(header) + "\n" + yaml.safe_dump(spec.canonical(), sort_keys=False)
+    return (
+        "\n".join(header)
+        + "\n"
+        + yaml.safe_dump(spec.canonical(), sort_keys=False, allow_unicode=True)
+    )
