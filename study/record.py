@@ -288,6 +288,12 @@ class StudyRecord:
             return
         if opens_block(parent, spec):
             return
+        if parent.data.tags.get("study.augments") == spec.sha:
+            raise StudyError(
+                f"study {self.study!r} was augmented to a central composite (parent run "
+                f"{parent.info.run_id}, spec_sha {parent.data.tags.get('study.spec_sha')}): this "
+                "factorial's trials are its block 1 now; run the augmented study file instead"
+            )
         with tempfile.TemporaryDirectory() as tmp:
             old_file = self.client.download_artifacts(parent.info.run_id, SPEC_ARTIFACT, tmp)
             old = Path(old_file).read_text()

@@ -245,3 +245,18 @@ def test_augment_a_finished_2x2_runs_only_the_new_block_and_reports_curvature(wo
     third = run_study(new_file, tracking_uri=uri, storage=storage, quiet=True)
     assert third.launched == 0 and len(child_runs(uri, "toy-2x2")) == 11
     assert len(parent_runs(uri, "toy-2x2")) == 2
+
+
+def test_a_fractional_factorial_keeps_its_fraction_as_block_1(tmp_path):
+    factors = TOY["factors"] | {"base_lr": {"levels": [0.001, 0.01], "scale": "log"}}
+    design = {"kind": "fractional_factorial", "generators": "a b ab"}
+    trial = {k: v for k, v in TOY["trial"].items() if k != "base_lr"} | {"budget_examples": 3840}
+    old = load_spec(toy_file(tmp_path, factors=factors, design=design, trial=trial))
+    new, augmented = augment_spec(old, face="ccc")
+    assert new.design.augments.kind == "fractional_factorial"
+    assert new.design.augments.generators == "a b ab"
+    block1 = [t.factors for t in augmented.trials if t.block == 1]
+    assert block1 == [t.factors for t in build_design(old).trials] and len(block1) == 4
+    roles = [t.role for t in augmented.trials if t.block == 2]
+    assert roles == ["axial"] * 6 + ["center"] * 3
+    assert augmented.structure["alpha"] == pytest.approx(4**0.25)  # F = 4 runs of the fraction
