@@ -20,6 +20,7 @@ import pyarrow as pa
 ROLE_TAG = "study.role"
 PARENT, TRIAL = "parent", "trial"
 TRIAL_CONFIG_TAG = "study.trial_config"
+BLOCK_TAG = "study.block"  # augmented designs: 1 the factorial, 2 the axial and centre points
 SCHEMA_VERSION = "1"
 SUMMARY_METRICS = {
     "trial/wall_s": "wall_s",
@@ -161,6 +162,10 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
     trials = {r.data.tags["study.trial_key"]: r
               for r in study_runs(client, experiment.experiment_id, TRIAL)}  # fmt: skip
     rows = [trial_row(study, key, run, factors) for key, run in sorted(trials.items())]
+    blocks = trial_blocks(parents, trials)
+    if blocks:
+        for row in rows:
+            row["block"] = blocks[row["trial_key"]]
     checks = {k.removeprefix("study.check."): v for k, v in tags.items()
               if k.startswith("study.check.")}  # fmt: skip
     metadata = {
@@ -173,6 +178,21 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
         "design": params.get("design", ""),
     }
     return rows_table(rows, metadata)
+
+
+def trial_blocks(parents: list, trials: dict) -> dict[str, int]:
+    """trial key -> its block, for a study run in blocks (``study augment``): the child run's
+    ``study.block`` tag, else its parent run's (a parent without one is block 1). Empty for a
+    study of one parent run and no block tags."""
+    tagged = any(BLOCK_TAG in r.data.tags for r in [*parents, *trials.values()])
+    if len(parents) < 2 and not tagged:
+        return {}
+    by_parent = {p.info.run_id: int(p.data.tags.get(BLOCK_TAG, "1")) for p in parents}
+    return {
+        key: int(run.data.tags.get(BLOCK_TAG) or
+                 by_parent.get(run.data.tags.get("mlflow.parentRunId"), 1))
+        for key, run in trials.items()
+    }  # fmt: skip
 
 
 def decode_json_columns(frame, names: list[str]) -> None:

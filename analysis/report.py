@@ -159,6 +159,16 @@ def fit_best_supported(df: pd.DataFrame, response: str, blocks: str | None = Non
     return ResponseFit(response, None, None, "; ".join(reasons), "unsupported")
 
 
+def run_blocks(df: pd.DataFrame) -> str | None:
+    """ "block" when the study ran in blocks (``study augment``: 1 the factorial, 2 the axial
+    and centre points added to it later), so that what changed between them (code, machine,
+    time) is a block effect, not an effect of the factors; else None. It takes precedence over
+    :func:`common_seed_blocks`: one block term per model."""
+    if "block" in df and df["block"].dropna().nunique() > 1:
+        return "block"
+    return None
+
+
 def common_seed_blocks(df: pd.DataFrame) -> str | None:
     """ "replicate" when seeds are common across points (common random numbers: every point has
     the same set of replicates, and a replicate uses one seed everywhere), so that a seed's luck
@@ -225,8 +235,10 @@ def findings(fit: ResponseFit) -> Findings | None:
     if s.blocks is not None and fit.error_ms_without_blocks:
         before, after = fit.error_ms_without_blocks, s.error_ms
         change = 1 - after / before
-        block = (f"{s.blocks} is modelled as a block (the seeds are common across points, so a "
-                 f"seed's luck is shared by every point): the error mean square "
+        why = ("the trials ran in blocks: the factorial first, the axial and centre points "
+               "added later" if s.blocks == "block" else "the seeds are common across points, "
+               "so a seed's luck is shared by every point")  # fmt: skip
+        block = (f"{s.blocks} is modelled as a block ({why}): the error mean square "
                  f"{'fell' if change >= 0 else 'rose'} from {before:.3g} to {after:.3g} "
                  f"({abs(change):.0%} {'less' if change >= 0 else 'more'}), on "
                  f"{s.error_df} residual df.")  # fmt: skip
@@ -258,7 +270,7 @@ def analyse(df: pd.DataFrame, responses: tuple[str, ...] | None = None) -> Study
     """Every response surface and the alignment–uniformity frontier of a results frame. When
     seeds are common across points (:func:`common_seed_blocks`), the replicate is a block."""
     responses = tuple(r for r in (responses or DEFAULT_RESPONSES) if r in df)
-    blocks = common_seed_blocks(df)
+    blocks = run_blocks(df) or common_seed_blocks(df)
     fits = {r: fit_best_supported(df, r, blocks) for r in responses}
     finished = df[df["status"] == "finished"] if "status" in df else df
     frontier = (

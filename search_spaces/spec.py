@@ -165,6 +165,20 @@ DEFAULT_CENTER = 3
 ALPHA_WORDS = ("rotatable", "orthogonal")
 
 
+class Augments(_Strict):
+    """``design.augments``: the finished two-level factorial a central composite design extends
+    (``study augment``). Its trials are the design's block 1, kept as recorded (never re-run);
+    the axial and centre points are block 2. ``spec_sha`` is that study's fingerprint: the
+    factorial's study file is this one with ``design`` set to ``kind`` (and ``generators`` or
+    ``resolution``), ``replicates`` and ``seed``, so the factors, fixed fields, budget and
+    resources cannot differ from it."""
+
+    spec_sha: str = Field(pattern=r"^[0-9a-f]{16}$")
+    kind: Literal["full_factorial", "fractional_factorial"]
+    generators: str | None = None
+    resolution: int | None = Field(None, ge=3)
+
+
 class Design(_Strict):
     """How factor levels become design points."""
 
@@ -189,6 +203,9 @@ class Design(_Strict):
     center: int = Field(DEFAULT_CENTER, ge=1)
     # latin_hypercube and optuna: how many points
     samples: int | None = Field(None, ge=1)
+    # central_composite: the finished two-level factorial it extends as a second block (left
+    # out of model_dump, so every fingerprint made before it existed stays the same)
+    augments: Augments | None = Field(None, exclude=True)
     # optuna: the metric to optimise
     metric: str | None = None
     mode: Literal["max", "min"] = "max"
@@ -230,6 +247,11 @@ class Design(_Strict):
             object.__setattr__(self, "alpha", 1.0)
         elif self.alpha is None:
             object.__setattr__(self, "alpha", "rotatable")
+        if self.augments is not None and self.face == "cci":
+            raise ValueError(
+                "design.face: 'cci' cannot augment a finished factorial: it would move the "
+                "factorial points inside the bounds (±1/alpha); use ccf (alpha 1) or ccc"
+            )
         return self
 
     @model_validator(mode="after")
@@ -258,6 +280,7 @@ DESIGN_OPTIONS = {
     "alpha": ("central_composite",),
     "center": ("central_composite", "box_behnken"),
     "samples": ("latin_hypercube", "optuna"),
+    "augments": ("central_composite",),
     "metric": ("optuna",),
     "mode": ("optuna",),
 }
@@ -355,6 +378,7 @@ class StudySpec(_Strict):
         for option, kinds in DESIGN_OPTIONS.items():
             if self.design.kind not in kinds:
                 data["design"].pop(option, None)
+        _add_augments(self, data)
         return data
 
     @property
@@ -364,8 +388,17 @@ class StudySpec(_Strict):
         for option in LATER_OPTIONS:  # absent from fingerprints made before they existed
             if self.design.kind not in DESIGN_OPTIONS[option]:
                 data["design"].pop(option, None)
+        _add_augments(self, data)
         text = json.dumps(data, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _add_augments(spec: StudySpec, data: dict[str, Any]) -> None:
+    """``design.augments`` into plain data, for the canonical file and the fingerprint (absent
+    when the design augments nothing)."""
+    augments = spec.design.augments
+    if augments is not None:
+        data["design"]["augments"] = augments.model_dump(mode="json", exclude_none=True)
 
 
 def _typed_trial(trial: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The ``study`` command line: plan, run, status, export, env."""
+"""The ``study`` command line: plan, run, status, export, report, augment, env."""
 
 from __future__ import annotations
 
@@ -364,6 +364,63 @@ def power(
             need = f"{plan.replicates_needed} replicates per point"
             need += f" (detects {plan.detectable_then:.3g})"
         typer.echo(f"  {plan.change}: detectable now {now}; needs {need}")
+
+
+@app.command()
+def augment(
+    spec: Annotated[
+        str, typer.Argument(help="the finished two-level factorial's study file (or shipped name)")
+    ],
+    to: Annotated[
+        str, typer.Option("--to", help="the design to augment to: central_composite")
+    ] = "central_composite",
+    face: Annotated[
+        str | None,
+        typer.Option(
+            help="ccf (axial points on the faces, alpha 1; the default) or ccc "
+            "(outside them at ±alpha; the default when --alpha is given)"
+        ),
+    ] = None,
+    alpha: Annotated[
+        str | None,
+        typer.Option(help="ccc: rotatable (default), orthogonal (orthogonal blocking) or a number"),
+    ] = None,
+    center: Annotated[int | None, typer.Option(help="centre runs in the new block (3)")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="the new study file (default: <file>-ccd.yaml beside it)")
+    ] = None,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Turn a finished two-level factorial into a central composite: axial and centre points as
+    a second block; writes the new study file (nothing runs; `study run` it next)."""
+    from study.augment import augment_study
+    from study.record import default_tracking_uri, shell_command, tool
+
+    uri = tracking_uri or default_tracking_uri()
+    face = face or ("ccc" if alpha is not None else "ccf")
+    try:
+        if to != "central_composite":
+            raise StudyError(
+                f"--to {to!r}: a two-level factorial is augmented to central_composite only"
+            )
+        if face not in ("ccf", "ccc"):
+            raise StudyError(
+                f"--face {face!r}: ccf or ccc (cci would move the finished factorial points "
+                "inside the bounds)"
+            )
+        done = augment_study(spec, tracking_uri=uri, face=face, alpha=alpha, center=center,
+                             out=out)  # fmt: skip
+    except StudyError as err:
+        _fail(err)
+    structure = done.design.structure
+    typer.echo(
+        f"wrote {done.path}: {done.spec.study} as a central composite (face {done.spec.design.face}"
+        f", alpha {structure['alpha']:.4g}); block 1: {structure['blocks']['1']} finished "
+        f"trials, block 2: {done.new_trials} new axial and centre trials"
+    )
+    typer.echo(
+        f"run them: {shell_command(tool('study'), 'run', str(done.path), '--tracking-uri', uri)}"
+    )
 
 
 @app.command()

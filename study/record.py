@@ -32,6 +32,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from analysis.record import (
+    BLOCK_TAG,
     PARENT,
     ROLE_TAG,
     TRIAL,
@@ -220,6 +221,20 @@ def self_checks() -> dict[str, str]:
     return {"info_nce_worked_example": "pass" if ok else f"fail: {loss:.6f} != 0.6551"}
 
 
+def opens_block(parent, spec: StudySpec) -> bool:
+    """Whether ``spec`` augments the study whose newest parent run is ``parent`` (``study
+    augment``): its first run opens block 2 under a parent run of its own."""
+    augments = spec.design.augments
+    sha = parent.data.tags.get("study.spec_sha")
+    return augments is not None and sha == augments.spec_sha != spec.sha
+
+
+def block_tags(spec: StudySpec) -> dict[str, str]:
+    """The parent run's tags of an augmented design: its block and the factorial it extends."""
+    augments = spec.design.augments
+    return {} if augments is None else {BLOCK_TAG: "2", "study.augments": augments.spec_sha}
+
+
 class StudyRecord:
     """Reads and writes one study's runs in one MLflow tracking store."""
 
@@ -271,6 +286,14 @@ class StudyRecord:
         parent = self.parent()
         if parent is None or parent.data.tags.get("study.spec_sha") == spec.sha:
             return
+        if opens_block(parent, spec):
+            return
+        if parent.data.tags.get("study.augments") == spec.sha:
+            raise StudyError(
+                f"study {self.study!r} was augmented to a central composite (parent run "
+                f"{parent.info.run_id}, spec_sha {parent.data.tags.get('study.spec_sha')}): this "
+                "factorial's trials are its block 1 now; run the augmented study file instead"
+            )
         with tempfile.TemporaryDirectory() as tmp:
             old_file = self.client.download_artifacts(parent.info.run_id, SPEC_ARTIFACT, tmp)
             old = Path(old_file).read_text()
@@ -286,7 +309,7 @@ class StudyRecord:
 
     def start_parent(self, spec: StudySpec, design, source_text: str) -> str:
         parent = self.parent()
-        if parent is not None:
+        if parent is not None and not opens_block(parent, spec):
             self.client.update_run(parent.info.run_id, status="RUNNING")
             return parent.info.run_id
         run = self.client.create_run(
@@ -295,7 +318,7 @@ class StudyRecord:
             tags={
                 "study.name": spec.study, "study.role": PARENT, "study.spec_sha": spec.sha,
                 "study.code_version": code_version(), "study.design": spec.design.kind,
-                "mlflow.note.content": spec.description,
+                "mlflow.note.content": spec.description, **block_tags(spec),
             },
         )  # fmt: skip
         run_id = run.info.run_id
@@ -337,6 +360,7 @@ class StudyRecord:
                 "study.trial_key": plan.key, "study.spec_sha": spec_sha,
                 "study.code_version": code_version(), "study.attempts": "0",
                 TRIAL_CONFIG_TAG: trial_json(plan),
+                **({BLOCK_TAG: str(plan.block)} if plan.block else {}),
             },
         )  # fmt: skip
         self.client.log_batch(run.info.run_id, params=_flat_params(plan))
