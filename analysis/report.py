@@ -109,6 +109,8 @@ class ResponseFit:
             data["beats_mean"] = self.findings.beats_mean
             data["findings"] = self.findings.sentences()
             data["effects"] = [e.to_json() for e in self.findings.effects]
+            if not self.findings.beats_mean:  # a model that does not beat the mean names none
+                data["optimum"] = data["predicted"] = data["interval"] = None
         if self.reason:
             data["notes"] = [*data["notes"], self.reason]
         return data

@@ -109,11 +109,17 @@ def test_report_json_from_mlflow_and_from_parquet_agree(default_study, tmp_path)
     assert set(knn) >= {"r2", "adj_r2", "lack_of_fit_p", "stationary_kind", "optimum",
                         "predicted", "interval"}  # fmt: skip
     assert knn["r2"] == pytest.approx(b["responses"]["probe/knn_top1_h"]["r2"])
-    if knn["status"] == "fitted":
+    if knn["status"] == "fitted" and knn["beats_mean"]:
         assert set(knn["optimum"]) == {"temperature", "batch_size"}
+    elif knn["status"] == "fitted":  # the model does not beat the mean: no optimum is named
+        assert knn["optimum"] is None and "No factor has a detectable effect" in knn["findings"][0]
     else:  # a saturated probe: nothing is modelled and no optimum is claimed
         assert knn["optimum"] is None and "nothing was modelled" in knn["notes"][0]
     assert a["frontier"] == b["frontier"] and a["frontier"]
+    # the report states at least one effect with its evidence (issue 10)
+    found = [s for r in a["responses"].values() for s in r.get("findings", [])
+             if "95% CI" in s and "Holm-adjusted p" in s and "no detectable" not in s]  # fmt: skip
+    assert found, a["responses"]
 
 
 @pytest.mark.slow
