@@ -122,6 +122,7 @@ def test_a_planted_study_with_no_effect_says_so_and_names_no_optimum(tmp_path):
     assert page.index("No factor has a detectable effect") < page.index("adjusted R² =")
     data = fit.to_json()
     assert data["beats_mean"] is False and data["findings"][0] == words.headline
+    assert data["optimum"] is None and data["predicted"] is None and data["interval"] is None
 
 
 def test_the_default_study_report_states_an_effect_with_its_evidence(tmp_path):
