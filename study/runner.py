@@ -216,11 +216,6 @@ def _recorder_class():
     return MlflowRecorder
 
 
-def _local_slots(spec: StudySpec) -> int:
-    """Trials that can run at once on this machine, as its CPUs allow."""
-    return max(1, int(local_capacity()["CPU"] // spec.resources.cpu))
-
-
 def _slots(spec: StudySpec, concurrency: int | None) -> int:
     """Trials that can run at once: the concurrency asked for, else as the cluster's CPUs allow."""
     import ray
@@ -268,15 +263,19 @@ def _searcher(schedule: Schedule, trials_root: Path, cpu: float):
 # ---------------------------------------------------------------------------------------------
 # launching
 # ---------------------------------------------------------------------------------------------
-def start_ray(address: str | None, slots: int | None = None) -> bool:
+def start_ray(
+    address: str | None, spec: StudySpec | None = None, concurrency: int | None = None
+) -> bool:
     """Connect this driver to Ray: join the cluster at ``address``, or start Ray on this machine.
     Returns whether a Ray instance was started here (the caller shuts it down); False when this
     process was already connected.
 
-    A local Ray starts its idle workers at once and each imports the trainable's module (torch,
-    the trainables) as it starts, while the driver is still opening its record, so the first
-    trials take a warm worker instead of waiting seconds for a fresh one (see
-    :func:`_trial_actors_take_idle_workers`); idle workers beyond ``slots`` are let go."""
+    A local Ray is given the CPUs the study can use (``concurrency`` trials of ``spec``'s size,
+    at most this machine's), and starts that many idle workers at once; each imports the
+    trainable's module (torch, the trainables) as it starts, while the driver is still opening
+    its record, so the first trials take a warm worker instead of waiting seconds for a fresh one
+    (see :func:`_trial_actors_take_idle_workers`). Idle workers beyond the study's slots are let
+    go."""
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     # a snapshot with every checkpoint is what we want (resume loses at most one interval)
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
@@ -286,17 +285,20 @@ def start_ray(address: str | None, slots: int | None = None) -> bool:
         return False
     if address:
         ray.init(address=address, log_to_driver=False, logging_level="WARNING")
-    else:
-        capacity = local_capacity()
-        ray.init(
-            num_cpus=int(capacity["CPU"]), num_gpus=int(capacity["GPU"]),
-            include_dashboard=False, log_to_driver=False, logging_level="WARNING",
-            object_store_memory=256 * 2**20,
-            _system_config={
-                "preload_python_modules": [TRIAL_MODULE],
-                "num_workers_soft_limit": slots or int(capacity["CPU"]),
-            },
-        )  # fmt: skip
+        return True
+    capacity = local_capacity()
+    cpus, slots = int(capacity["CPU"]), None
+    if spec is not None:
+        slots = concurrency or max(1, int(cpus // spec.resources.cpu))
+        cpus = min(cpus, math.ceil(slots * spec.resources.cpu))
+    ray.init(
+        num_cpus=cpus, num_gpus=int(capacity["GPU"]),
+        include_dashboard=False, log_to_driver=False, logging_level="WARNING",
+        object_store_memory=256 * 2**20,
+        _system_config={
+            "preload_python_modules": [TRIAL_MODULE], "num_workers_soft_limit": slots or cpus,
+        },
+    )  # fmt: skip
     return True
 
 
@@ -318,12 +320,12 @@ class DriverRay:
     """This driver's Ray: started (or joined) at most once, and shut down on leaving only when
     it was started here."""
 
-    def __init__(self, address: str | None, slots: int | None) -> None:
-        self.address, self.slots = address, slots
+    def __init__(self, address: str | None, spec: StudySpec, concurrency: int | None) -> None:
+        self.address, self.spec, self.concurrency = address, spec, concurrency
         self.started = False
 
     def start(self) -> None:
-        self.started = start_ray(self.address, self.slots) or self.started
+        self.started = start_ray(self.address, self.spec, self.concurrency) or self.started
 
     def stop(self) -> None:
         if self.started:
@@ -466,8 +468,7 @@ def run_study(
     rerun = _rerun_command(spec_path, smoke, tracking_uri, storage)
     with DriverLock(study_dir / "driver.lock"):
         artifacts = storage / "mlartifacts" if tracking_uri.startswith("sqlite") else None
-        slots = max_concurrent or spec.max_concurrent or _local_slots(spec)
-        with DriverRay(address, slots) as ray_here:
+        with DriverRay(address, spec, max_concurrent or spec.max_concurrent) as ray_here:
             with ThreadPoolExecutor(1, thread_name_prefix="study-record") as pool:
                 opening = pool.submit(
                     _open_record, tracking_uri, spec, design, source_text, artifacts
