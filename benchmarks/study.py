@@ -1,19 +1,25 @@
-"""The default study's wall time at concurrency 2 against sequential, per-trial overhead, and
-MLflow logging's share of trial time.
+"""Where a study's time goes besides its trials: per-trial overhead, a study's fixed cost, trial
+efficiency, the speed-up at concurrency 2, and MLflow logging's share of trial time.
 
-    .venv/bin/python benchmarks/study.py            # the default study, twice (a few minutes)
+    .venv/bin/python benchmarks/study.py            # the default study at concurrency 1 and 2
     .venv/bin/python benchmarks/study.py --smoke    # its smoke variant (under a minute)
+    .venv/bin/python benchmarks/study.py --toy      # toy studies of 3 and 9 short trials
+    .venv/bin/python benchmarks/study.py --toy --repeat 3   # each toy study 3 times
 
 Each run uses a fresh folder (a new embedded SQLite store and storage), so nothing is resumed.
-Trial time is the sum of the trials' own wall clocks (``trial/wall_s``); overhead is the study's
-wall time minus what the trials themselves took, per slot; logging time is what the driver spent
-writing metrics, tags and statuses to MLflow.
+Trial time is the sum of the trials' own wall clocks (``trial/wall_s``, data load and model
+build included). Outside time is the study's wall time × concurrency minus trial time; with
+``--toy`` a line through (trials, outside time) of the 3- and 9-trial studies gives the per-trial
+overhead (slope) and the study's fixed cost (intercept; Ray start and stop, the MLflow store, the
+export and the report). Trial efficiency is trial time / (study wall × concurrency). Logging
+time is what the driver spent writing metrics, tags and statuses to MLflow.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -22,46 +28,114 @@ from pathlib import Path
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 from study.runner import run_study  # noqa: E402
 
+TOY_SIZES = (3, 9)
 
-def one_run(concurrency: int, smoke: bool) -> dict[str, float]:
+
+def toy_spec(trials: int) -> dict:
+    """A study of ``trials`` short trials on the toy generator: 3 temperatures × replicates."""
+    return {
+        "study": f"bench-toy-{trials}",
+        "description": f"{trials} short toy trials (benchmarks/study.py --toy)",
+        "trial": {
+            "dataset": "toy", "toy_train_size": 512, "heldout_size": 200,
+            "probe_train_size": 200, "encoder": "mlp", "mlp_hidden": [32], "feature_dim": 8,
+            "projection": "none", "augmentation": "noise", "batch_size": 64,
+            "budget_examples": 640, "eval_marks": 1, "linear_probe_iters": 20,
+        },
+        "factors": {"temperature": {"levels": [0.1, 0.3, 1.0], "scale": "log"}},
+        "design": {"kind": "full_factorial", "replicates": trials // 3},
+        "resources": {"cpu": 1, "gpu": 0},
+    }  # fmt: skip
+
+
+def one_run(concurrency: int, smoke: bool = False, spec: dict | None = None) -> dict[str, float]:
+    import yaml
+
+    if "RAY_TMPDIR" not in os.environ:
+        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rb", dir="/tmp")
     with tempfile.TemporaryDirectory(prefix="bench-study-") as tmp:
-        if "RAY_TMPDIR" not in os.environ:
-            os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rb", dir="/tmp")
+        spec_path = None
+        if spec is not None:
+            spec_path = Path(tmp) / "study.yaml"
+            spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
         outcome = run_study(
-            None, tracking_uri=f"sqlite:///{Path(tmp) / 'mlflow.db'}", storage=Path(tmp) / "s",
-            max_concurrent=concurrency, smoke=smoke, quiet=True,
+            spec_path, tracking_uri=f"sqlite:///{Path(tmp) / 'mlflow.db'}",
+            storage=Path(tmp) / "s", max_concurrent=concurrency, smoke=smoke, quiet=True,
         )  # fmt: skip
     trials = outcome.launched
+    outside = outcome.wall_s * concurrency - outcome.trial_s
     return {
         "concurrency": concurrency,
         "trials": trials,
         "wall_s": outcome.wall_s,
         "trial_s": outcome.trial_s,
+        "outside_s": outside,
         "logging_s": outcome.logging_s,
-        "overhead_per_trial_s": (outcome.wall_s * concurrency - outcome.trial_s) / trials,
+        "overhead_per_trial_s": outside / trials,
+        "efficiency": outcome.trial_s / (outcome.wall_s * concurrency),
         "logging_share": outcome.logging_s / outcome.trial_s,
     }
 
 
+HEADER = (
+    "| study | trials | concurrency | wall s | Σ trial wall s | outside s | outside per trial s "
+    "| trial efficiency | MLflow logging s | logging share of trial time |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def row(name: str, r: dict[str, float]) -> str:
+    return (
+        f"| {name} | {r['trials']} | {r['concurrency']} | {r['wall_s']:.1f} | {r['trial_s']:.1f} "
+        f"| {r['outside_s']:.1f} | {r['overhead_per_trial_s']:.2f} | {r['efficiency']:.2f} "
+        f"| {r['logging_s']:.2f} | {100 * r['logging_share']:.2f}% |"
+    )
+
+
+def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares (slope, intercept) of y on x."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
+    return slope, my - slope * mx
+
+
+def toy(repeat: int) -> None:
+    print(f"toy studies of {' and '.join(map(str, TOY_SIZES))} trials, concurrency 1, "
+          f"{os.cpu_count()} CPU cores")  # fmt: skip
+    print(HEADER)
+    points = []
+    for _ in range(repeat):
+        for n in TOY_SIZES:  # interleaved, so drifting load hits both sizes alike
+            r = one_run(1, spec=toy_spec(n))
+            points.append((r["trials"], r["outside_s"]))
+            print(row(f"toy-{n}", r), flush=True)
+    slope, intercept = fit_line(points)
+    print(f"per-trial overhead (slope of outside time on trials): {slope:.2f} s")
+    print(f"fixed cost per study (intercept): {intercept:.1f} s")
+
+
+def default(smoke: bool) -> None:
+    rows = [one_run(1, smoke), one_run(2, smoke)]
+    name = "default (smoke)" if smoke else "default"
+    print(f"default study{' (smoke)' if smoke else ''}, {os.cpu_count()} CPU cores")
+    print(HEADER)
+    for r in rows:
+        print(row(name, r))
+    print(f"trial efficiency at concurrency 1: {rows[0]['efficiency']:.2f}")
+    print(f"speed-up at concurrency 2: {rows[0]['wall_s'] / rows[1]['wall_s']:.2f}×")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="the default study's smoke variant")
+    parser.add_argument("--toy", action="store_true", help="toy studies of 3 and 9 short trials")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each toy study (--toy)")
     args = parser.parse_args()
-    rows = [one_run(1, args.smoke), one_run(2, args.smoke)]
-    name = "default study (smoke)" if args.smoke else "default study"
-    print(f"{name}, {rows[0]['trials']} trials, {os.cpu_count()} CPU cores")
-    print(
-        "| concurrency | wall s | Σ trial wall s | overhead per trial s | MLflow logging s "
-        "| logging share of trial time |"
-    )
-    print("|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        print(
-            f"| {r['concurrency']} | {r['wall_s']:.1f} | {r['trial_s']:.1f} "
-            f"| {r['overhead_per_trial_s']:.2f} | {r['logging_s']:.2f} "
-            f"| {100 * r['logging_share']:.2f}% |"
-        )
-    print(f"speed-up at concurrency 2: {rows[0]['wall_s'] / rows[1]['wall_s']:.2f}×")
+    if args.toy:
+        toy(args.repeat)
+    else:
+        default(args.smoke)
 
 
 if __name__ == "__main__":

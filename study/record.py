@@ -107,8 +107,9 @@ def store_exists(uri: str) -> bool:
     return True
 
 
-def check_store(uri: str, study: str, spec: StudySpec | None = None) -> None:
-    """The tracking store's state for this study, read without writing anything.
+def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
+    """The tracking store's state for this study, read without writing anything; True when the
+    study is already recorded (it has a parent run), False for a study new to this store.
 
     Refuses (StudyError, naming what to run) a study whose MLflow experiment was deleted, an
     experiment of that name that holds runs of something else, a study whose parent run was
@@ -116,12 +117,12 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> None:
     the study first ran.
     """
     if not store_exists(uri):
-        return  # a new embedded store: nothing in it yet (and reading would create it)
+        return False  # a new embedded store: nothing in it yet (and reading would create it)
     client = MlflowClient(uri)
     try:
         experiment = client.get_experiment_by_name(study)
         if experiment is None:
-            return
+            return False
         eid = experiment.experiment_id
         if experiment.lifecycle_stage != "active":
             restore = mlflow_command(uri, "experiments", "restore", "--experiment-id", eid)
@@ -134,7 +135,7 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> None:
         if study_runs(client, eid, PARENT):
             if spec is not None:
                 StudyRecord(uri, study).check_spec(spec)
-            return
+            return True
         deleted = client.search_runs(
             [eid], filter_string=f"tags.`{ROLE_TAG}` = '{PARENT}'",
             run_view_type=ViewType.DELETED_ONLY, max_results=10,
@@ -150,6 +151,7 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> None:
                 f"study {study!r}: the MLflow experiment of that name (id {eid}) in {uri} "
                 "holds runs that are not this study's; give the study another name"
             )
+        return False
     except MlflowException as err:
         raise StudyError(f"tracking store {uri!r} cannot be read: {err.message}") from None
 

@@ -17,6 +17,7 @@ import math
 import os
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from study.record import (
 from trainables.data import check_data
 
 RESULTS_FILE = "results.parquet"
+TRIAL_MODULE = "study.trainable"  # what a trial's worker imports (torch, the trainables)
 _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")  # a user's own setting wins
 
 
@@ -114,10 +116,11 @@ def cluster_capacity() -> dict[str, float]:
 
 def preflight(
     spec: StudySpec, design: FixedDesign | AdaptiveDesign, tracking_uri: str, address: str | None
-) -> None:
+) -> bool:
     """Everything checkable before Ray starts or anything is written; raises StudyError naming
     the field and value: the data, every trial's fit in MLflow's limits, the tracking store and
-    this study's state in it (deleted, changed study file), and this machine's resources."""
+    this study's state in it (deleted, changed study file), and this machine's resources.
+    Returns whether the study is already recorded (a resume)."""
     sample = design.sample_config()
     try:
         check_data(sample)
@@ -128,7 +131,7 @@ def preflight(
     if address is None:
         check_resources(spec, local_capacity(), "this machine (no --address: the study runs here)")
     check_tracking_uri(tracking_uri)
-    check_store(tracking_uri, spec.study, spec)
+    return check_store(tracking_uri, spec.study, spec)
 
 
 class DriverLock:
@@ -260,6 +263,84 @@ def _searcher(schedule: Schedule, trials_root: Path, cpu: float):
 # ---------------------------------------------------------------------------------------------
 # launching
 # ---------------------------------------------------------------------------------------------
+def start_ray(
+    address: str | None, spec: StudySpec | None = None, concurrency: int | None = None
+) -> bool:
+    """Connect this driver to Ray: join the cluster at ``address``, or start Ray on this machine.
+    Returns whether a Ray instance was started here (the caller shuts it down); False when this
+    process was already connected.
+
+    A local Ray is given the CPUs the study can use (``concurrency`` trials of ``spec``'s size,
+    at most this machine's), and starts that many idle workers at once; each imports the
+    trainable's module (torch, the trainables) as it starts, while the driver is still opening
+    its record, so the first trials take a warm worker instead of waiting seconds for a fresh one
+    (see :func:`_trial_actors_take_idle_workers`). Idle workers beyond the study's slots are let
+    go."""
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    # a snapshot with every checkpoint is what we want (resume loses at most one interval)
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if address:
+        ray.init(address=address, log_to_driver=False, logging_level="WARNING")
+        return True
+    capacity = local_capacity()
+    cpus, slots = int(capacity["CPU"]), None
+    if spec is not None:
+        slots = concurrency or max(1, int(cpus // spec.resources.cpu))
+        cpus = min(cpus, math.ceil(slots * spec.resources.cpu))
+    ray.init(
+        num_cpus=cpus, num_gpus=int(capacity["GPU"]),
+        include_dashboard=False, log_to_driver=False, logging_level="WARNING",
+        object_store_memory=256 * 2**20,
+        _system_config={
+            "preload_python_modules": [TRIAL_MODULE], "num_workers_soft_limit": slots or cpus,
+        },
+    )  # fmt: skip
+    return True
+
+
+def _trial_actors_take_idle_workers() -> None:
+    """Tune gives every trial actor a runtime_env, ``{"env_vars": {"PL_DISABLE_FORK": "1"}}``
+    (for PyTorch Lightning, which no trial uses); an actor with env vars of its own cannot take
+    one of Ray's idle workers and waits for a fresh process to start and import torch. Without
+    that default it takes an idle worker, already warm on a local Ray (:func:`start_ray`). Env
+    vars a user set for Tune to propagate still go with the actor."""
+    try:
+        from ray.tune.execution import class_cache
+
+        class_cache.DEFAULT_ENV_VARS.pop("PL_DISABLE_FORK", None)
+    except (ImportError, AttributeError):  # another Ray: trials start as before
+        pass
+
+
+class DriverRay:
+    """This driver's Ray: started (or joined) at most once, and shut down on leaving only when
+    it was started here."""
+
+    def __init__(self, address: str | None, spec: StudySpec, concurrency: int | None) -> None:
+        self.address, self.spec, self.concurrency = address, spec, concurrency
+        self.started = False
+
+    def start(self) -> None:
+        self.started = start_ray(self.address, self.spec, self.concurrency) or self.started
+
+    def stop(self) -> None:
+        if self.started:
+            import ray
+
+            self.started = False
+            ray.shutdown()
+
+    def __enter__(self) -> DriverRay:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
 def launch(
     spec: StudySpec,
     schedule: Schedule,
@@ -271,84 +352,66 @@ def launch(
     max_concurrent: int | None,
     quiet: bool,
 ) -> float:
-    """Run what the schedule proposes on Ray Tune; returns the summed wall time of the trials.
+    """Run what the schedule proposes on Ray Tune, with Ray started (:func:`start_ray`); returns
+    the summed wall time of the trials.
 
     Raises:
         StudyFailedError: Tune itself failed (every trial's own failure is recorded, not raised).
     """
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    # a snapshot with every checkpoint is what we want (resume loses at most one interval)
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    import ray
     from ray import tune
 
     from study.trainable import run_study_trial
 
-    started_ray = False
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address, log_to_driver=False, logging_level="WARNING")
-        else:
-            capacity = local_capacity()
-            ray.init(
-                num_cpus=int(capacity["CPU"]), num_gpus=int(capacity["GPU"]),
-                include_dashboard=False, log_to_driver=False, logging_level="WARNING",
-                object_store_memory=256 * 2**20,
-            )  # fmt: skip
-        started_ray = True
+    _trial_actors_take_idle_workers()
+    if address:
+        check_resources(spec, cluster_capacity(), f"the cluster at {address}")
+    trials_root = study_dir / "trials"
+    existing = record.trial_runs()
+    run_ids = {
+        p.key: record.ensure_trial_run(p, parent_id, spec.sha, existing) for p in schedule.known
+    }
+
+    def new_run(payload: dict) -> str:
+        return record.ensure_trial_run(TrialPlan.from_payload(payload), parent_id, spec.sha)
+
+    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
+    concurrency = max_concurrent or spec.max_concurrent
+    recorder = _recorder_class()(record, run_ids, new_run)
+    progress = StudyProgress(
+        spec.study, schedule.total, schedule.done, _slots(spec, concurrency),
+        spec.target.metric, spec.target.mode,
+    )  # fmt: skip
+    view = ProgressView(progress, trial_key)
+    # Tune lets a custom searcher hold one pending trial at a time unless told otherwise;
+    # every free slot may hold one, so concurrent trials start together.
+    os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = _USER_PENDING or str(_slots(spec, concurrency))
+    tuner = tune.Tuner(
+        tune.with_resources(run_study_trial, resources),
+        tune_config=tune.TuneConfig(
+            search_alg=_searcher(schedule, trials_root, spec.resources.cpu),
+            num_samples=schedule.remaining,
+            max_concurrent_trials=concurrency,
+            reuse_actors=True,
+            trial_dirname_creator=trial_key,
+            trial_name_creator=trial_key,
+        ),
+        run_config=tune.RunConfig(
+            name=f"{spec.study}-{time.strftime('%Y%m%d-%H%M%S')}",
+            storage_path=str(study_dir / "ray"),
+            failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+            callbacks=[recorder] if quiet else [recorder, view],
+            verbose=0,
+        ),
+    )
     try:
-        if address:
-            check_resources(spec, cluster_capacity(), f"the cluster at {address}")
-        trials_root = study_dir / "trials"
-        existing = record.trial_runs()
-        run_ids = {
-            p.key: record.ensure_trial_run(p, parent_id, spec.sha, existing) for p in schedule.known
-        }
-
-        def new_run(payload: dict) -> str:
-            return record.ensure_trial_run(TrialPlan.from_payload(payload), parent_id, spec.sha)
-
-        resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
-        concurrency = max_concurrent or spec.max_concurrent
-        recorder = _recorder_class()(record, run_ids, new_run)
-        progress = StudyProgress(
-            spec.study, schedule.total, schedule.done, _slots(spec, concurrency),
-            spec.target.metric, spec.target.mode,
-        )  # fmt: skip
-        view = ProgressView(progress, trial_key)
-        # Tune lets a custom searcher hold one pending trial at a time unless told otherwise;
-        # every free slot may hold one, so concurrent trials start together.
-        os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = _USER_PENDING or str(_slots(spec, concurrency))
-        tuner = tune.Tuner(
-            tune.with_resources(run_study_trial, resources),
-            tune_config=tune.TuneConfig(
-                search_alg=_searcher(schedule, trials_root, spec.resources.cpu),
-                num_samples=schedule.remaining,
-                max_concurrent_trials=concurrency,
-                reuse_actors=True,
-                trial_dirname_creator=trial_key,
-                trial_name_creator=trial_key,
-            ),
-            run_config=tune.RunConfig(
-                name=f"{spec.study}-{time.strftime('%Y%m%d-%H%M%S')}",
-                storage_path=str(study_dir / "ray"),
-                failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
-                callbacks=[recorder] if quiet else [recorder, view],
-                verbose=0,
-            ),
-        )
-        try:
-            results = tuner.fit()
-        except Exception as err:  # Tune's own failure, not a trial's: nothing stays RUNNING
-            raise StudyFailedError(f"Ray Tune failed: {type(err).__name__}: {err}") from err
-        finally:
-            if not quiet:
-                view.close()
-        return sum(float(r.metrics.get("wall_s", 0.0) or 0.0) for r in results if r.metrics)
+        results = tuner.fit()
+    except Exception as err:  # Tune's own failure, not a trial's: nothing stays RUNNING
+        raise StudyFailedError(f"Ray Tune failed: {type(err).__name__}: {err}") from err
     finally:
-        if started_ray:
-            ray.shutdown()
+        if not quiet:
+            view.close()
+    return sum(float(r.metrics.get("wall_s", 0.0) or 0.0) for r in results if r.metrics)
 
 
 def _report(
@@ -400,36 +463,32 @@ def run_study(
     design = build_design(spec)
     tracking_uri = tracking_uri or default_tracking_uri()
     storage = Path(storage or "studies").resolve()
-    preflight(spec, design, tracking_uri, address)
+    recorded = preflight(spec, design, tracking_uri, address)
     study_dir = storage / spec.study
     rerun = _rerun_command(spec_path, smoke, tracking_uri, storage)
     with DriverLock(study_dir / "driver.lock"):
         artifacts = storage / "mlartifacts" if tracking_uri.startswith("sqlite") else None
-        record = StudyRecord(tracking_uri, spec.study, artifacts)
-        record.end_orphans()
-        parent_id = record.start_parent(spec, design, source_text)
-        try:
-            schedule = design.schedule(record.past_trials())
-            trial_s = 0.0
-            if schedule.remaining:
-                trial_s = launch(
-                    spec, schedule, record, parent_id, study_dir=study_dir, address=address,
-                    max_concurrent=max_concurrent, quiet=quiet,
+        with DriverRay(address, spec, max_concurrent or spec.max_concurrent) as ray_here:
+            with ThreadPoolExecutor(1, thread_name_prefix="study-record") as pool:
+                opening = pool.submit(
+                    _open_record, tracking_uri, spec, design, source_text, artifacts
+                )
+                if not recorded:  # a new study runs every trial: start Ray while the record opens
+                    ray_here.start()
+                record, parent_id = opening.result()
+            schedule, trial_s = _run_trials(
+                spec, design, record, parent_id, ray_here, study_dir=study_dir,
+                max_concurrent=max_concurrent, quiet=quiet, tracking_uri=tracking_uri,
+                rerun=rerun,
+            )  # fmt: skip
+            # Ray shuts down while the results are exported and the report is drawn.
+            with ThreadPoolExecutor(1, thread_name_prefix="study-report") as pool:
+                finishing = pool.submit(
+                    _export_and_report, record, parent_id, study_dir, spec, tracking_uri, rerun,
+                    quiet,
                 )  # fmt: skip
-            elif not quiet:
-                print(f"study {spec.study}: all {schedule.total} trials FINISHED; nothing to run")
-        except BaseException as err:
-            record.end_unfinished(parent_id, "KILLED" if _interrupted(err) else "FAILED")
-            if isinstance(err, StudyFailedError):
-                raise StudyFailedError(f"{err}\n{_next_steps(spec, tracking_uri, rerun)}") from err
-            if isinstance(err, Exception):
-                message = f"{type(err).__name__}: {err}"
-                raise StudyFailedError(
-                    f"{message}\n{_next_steps(spec, tracking_uri, rerun)}"
-                ) from err
-            raise
-        results = _export(record, parent_id, study_dir / RESULTS_FILE, spec, tracking_uri, rerun)
-        _report(record, results, tracking_uri, study_dir / "report", quiet)
+                ray_here.stop()
+                results = finishing.result()
         counts = record.status_counts()
         ok = set(counts) <= {"FINISHED"} and counts.get("FINISHED", 0) == design.total
         record.finish_parent(parent_id, ok=ok)
@@ -441,6 +500,56 @@ def run_study(
         print(f"study {spec.study}: {counts} · results {results}")
         print(f"MLflow UI: {ui_command(tracking_uri)}")
     return outcome
+
+
+def _run_trials(
+    spec: StudySpec, design, record: StudyRecord, parent_id: str, ray_here: DriverRay, *,
+    study_dir: Path, max_concurrent: int | None, quiet: bool, tracking_uri: str, rerun: str,
+) -> tuple[Schedule, float]:  # fmt: skip
+    """Run the trials the record lacks; returns the schedule and the trials' summed wall time.
+    A failure ends every unfinished run of the study."""
+    try:
+        schedule = design.schedule(record.past_trials())
+        trial_s = 0.0
+        if schedule.remaining:
+            ray_here.start()
+            trial_s = launch(
+                spec, schedule, record, parent_id, study_dir=study_dir, address=ray_here.address,
+                max_concurrent=max_concurrent, quiet=quiet,
+            )  # fmt: skip
+        elif not quiet:
+            print(f"study {spec.study}: all {schedule.total} trials FINISHED; nothing to run")
+        return schedule, trial_s
+    except BaseException as err:
+        record.end_unfinished(parent_id, "KILLED" if _interrupted(err) else "FAILED")
+        if isinstance(err, StudyFailedError):
+            raise StudyFailedError(f"{err}\n{_next_steps(spec, tracking_uri, rerun)}") from err
+        if isinstance(err, Exception):
+            message = f"{type(err).__name__}: {err}"
+            raise StudyFailedError(f"{message}\n{_next_steps(spec, tracking_uri, rerun)}") from err
+        raise
+
+
+def _open_record(
+    tracking_uri: str, spec: StudySpec, design, source_text: str, artifacts: Path | None
+) -> tuple[StudyRecord, str]:
+    """The study's record, with runs a dead driver left RUNNING ended and the parent started;
+    then the report's modules are loaded (matplotlib, the analysis), while Ray starts."""
+    record = StudyRecord(tracking_uri, spec.study, artifacts)
+    record.end_orphans()
+    parent_id = record.start_parent(spec, design, source_text)
+    import study.reporting  # noqa: F401
+
+    return record, parent_id
+
+
+def _export_and_report(
+    record: StudyRecord, parent_id: str, study_dir: Path, spec: StudySpec, tracking_uri: str,
+    rerun: str, quiet: bool,
+) -> Path:  # fmt: skip
+    results = _export(record, parent_id, study_dir / RESULTS_FILE, spec, tracking_uri, rerun)
+    _report(record, results, tracking_uri, study_dir / "report", quiet)
+    return results
 
 
 def _interrupted(err: BaseException) -> bool:
