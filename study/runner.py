@@ -225,7 +225,7 @@ def _slots(spec: StudySpec, concurrency: int | None) -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1.0) // spec.resources.cpu))
 
 
-def _searcher(schedule: Schedule, trials_root: Path, cpu: float):
+def _searcher(schedule: Schedule, trials_root: Path, cpu: float, gpu: float = 0.0):
     """Ray Tune's view of a design's schedule: each suggestion is the schedule's next trial,
     each completed trial's last result goes back to it (adaptive designs learn from it)."""
     from ray.tune.search import Searcher
@@ -243,7 +243,8 @@ def _searcher(schedule: Schedule, trials_root: Path, cpu: float):
             if plan is None:
                 return Searcher.FINISHED
             self.keys[trial_id] = plan.key
-            payload = plan.payload() | {"trial_dir": str(trials_root / plan.key), "cpu": cpu}
+            share = {"cpu": cpu, "gpu": gpu}  # what the trial holds itself to (claim_share)
+            payload = plan.payload() | {"trial_dir": str(trials_root / plan.key), **share}
             return {"plan": payload}
 
         def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
@@ -388,7 +389,7 @@ def launch(
     tuner = tune.Tuner(
         tune.with_resources(run_study_trial, resources),
         tune_config=tune.TuneConfig(
-            search_alg=_searcher(schedule, trials_root, spec.resources.cpu),
+            search_alg=_searcher(schedule, trials_root, spec.resources.cpu, spec.resources.gpu),
             num_samples=schedule.remaining,
             max_concurrent_trials=concurrency,
             reuse_actors=True,

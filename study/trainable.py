@@ -13,11 +13,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
 from ray import tune
 
 from trainables.config import TrialConfig
-from trainables.train import LocalReporter, run_trial
+from trainables.train import LocalReporter, claim_share, run_trial
 
 PID_FILE = "worker.pid"
 
@@ -58,14 +57,16 @@ def run_study_trial(payload: dict[str, Any]) -> None:
     """Tune's function trainable.
 
     ``payload["plan"]`` is a design's trial (``TrialPlan.payload()``: ``key``, ``trial`` with
-    every TrialConfig field, …) plus ``trial_dir`` and ``cpu``, for fixed and adaptive designs
-    alike.
+    every TrialConfig field, …) plus ``trial_dir``, ``cpu`` and ``gpu``, for fixed and adaptive
+    designs alike.
     """
     plan = payload["plan"]
     trial_dir = Path(plan["trial_dir"])
     trial_dir.mkdir(parents=True, exist_ok=True)
     (trial_dir / PID_FILE).write_text(str(os.getpid()))
-    torch.set_num_threads(max(1, int(plan.get("cpu", 1))))
+    # CPU threads capped to the trial's share, and GPU memory to its fraction when trials share
+    # a GPU (resources.gpu below 1), so trials on one machine do not starve each other
+    claim_share(plan.get("cpu", 1), plan.get("gpu", 0.0))
     config = TrialConfig(**plan["trial"])
     reporter = TuneReporter(trial_dir)
     result = run_trial(config, reporter)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 
 import torch
-import torchvision
 from torch import Tensor, nn
 
 from trainables.config import TrialConfig
@@ -41,6 +40,8 @@ def small_cnn(in_channels: int, out_dim: int) -> nn.Sequential:
 
 def resnet18_cifar(in_channels: int) -> nn.Module:
     """torchvision ResNet-18, CIFAR stem: 3×3 stride-1 first conv, no max-pool; h is 512-D."""
+    import torchvision  # here, not at the top: importing it costs every driver ~1 s
+
     net = torchvision.models.resnet18(weights=None)
     net.conv1 = nn.Conv2d(in_channels, 64, kernel_size=3, stride=1, padding=1, bias=False)
     net.maxpool = nn.Identity()
