@@ -38,7 +38,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import pickle
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,6 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +52,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from trainables.config import TrialConfig  # noqa: E402
-from trainables.data import load_data  # noqa: E402
+from trainables.data import load_data, write_cifar10  # noqa: E402
 from trainables.encoders import build_model  # noqa: E402
 from trainables.train import (  # noqa: E402
     claim_share,
@@ -72,32 +70,6 @@ SHARING = 4  # trials at once in (c)
 # ---------------------------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------------------------
-def write_cifar10(root: Path, train: int, test: int) -> Path:
-    """CIFAR-10's on-disk layout (``cifar-10-batches-py``: five pickled training batches, one
-    test batch, ``batches.meta``) holding random uint8 images; returns ``root``."""
-    folder = root / "cifar-10-batches-py"
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-
-    def dump(name: str, n: int) -> None:
-        rows = {
-            "batch_label": name,
-            "labels": rng.integers(0, 10, n).tolist(),
-            "data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
-            "filenames": [f"{name}_{i}.png" for i in range(n)],
-        }
-        with open(folder / name, "wb") as f:
-            pickle.dump(rows, f, protocol=2)
-
-    for i in range(1, 6):
-        dump(f"data_batch_{i}", train // 5)
-    dump("test_batch", test)
-    names = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship"]
-    with open(folder / "batches.meta", "wb") as f:
-        pickle.dump({"label_names": [*names, "truck"], "num_cases_per_batch": train // 5}, f, 2)
-    return root
-
-
 def base_config(args: argparse.Namespace, **changes) -> TrialConfig:
     """The preset's trial on this benchmark's data and device, with ``changes``."""
     from trainables.__main__ import load_config_file
@@ -347,8 +319,9 @@ def main() -> None:
     t_start = time.perf_counter()
     args.wrote_data = args.data_root is None
     if args.wrote_data:
-        size = (400, 100) if args.smoke else (50000, 10000)
-        args.data_root = write_cifar10(Path(tempfile.mkdtemp(prefix="cifar-bench-")), *size)
+        per_batch, test = (80, 100) if args.smoke else (10000, 10000)  # 5 training batches
+        root = Path(tempfile.mkdtemp(prefix="cifar-bench-"))
+        args.data_root = write_cifar10(root, per_batch, test)
     args.batch = base_config(args).batch_size
     name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     print(f"benchmarks/gpu.py on {name}, torch {torch.__version__}, {os.cpu_count()} CPU cores"

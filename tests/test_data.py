@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from trainables.config import TrialConfig
-from trainables.data import ExampleStream, load_data, toy_samples
+from trainables.data import ExampleStream, load_data, toy_samples, write_cifar10
 
 
 @pytest.mark.parametrize(("n", "b"), [(100, 32), (97, 48), (1437, 128), (10, 5)])
@@ -61,31 +61,8 @@ def test_toy_generator_and_groups():
 
 
 def write_fake_cifar10(root, per_batch: int = 20, test: int = 30) -> None:
-    """CIFAR-10's real on-disk layout: pickled dicts of uint8 rows (N, 3072) and labels.
-
-    The real files are Python 2 pickles whose keys load as ``str`` under torchvision's
-    ``encoding="latin1"``; protocol 2 with str keys reproduces that."""
-    folder = root / "cifar-10-batches-py"
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-
-    def dump(name: str, n: int) -> None:
-        data = {
-            "batch_label": name,
-            "labels": rng.integers(0, 10, n).tolist(),
-            "data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
-            "filenames": [f"{name}_{i}.png" for i in range(n)],
-        }
-        with open(folder / name, "wb") as f:
-            pickle.dump(data, f, protocol=2)
-
-    for i in range(1, 6):
-        dump(f"data_batch_{i}", per_batch)
-    dump("test_batch", test)
-    with open(folder / "batches.meta", "wb") as f:
-        names = ["airplane", "automobile", "bird", "cat", "deer"]
-        names += ["dog", "frog", "horse", "ship", "truck"]
-        pickle.dump({"label_names": names, "num_cases_per_batch": per_batch}, f, protocol=2)
+    """CIFAR-10's real on-disk layout with random images (``trainables.data.write_cifar10``)."""
+    write_cifar10(root, per_batch, test)
 
 
 def test_fake_cifar10_loads_through_torchvision(tmp_path):

@@ -228,6 +228,40 @@ def _cifar_class(config: TrialConfig):
     return Unchecked
 
 
+def write_cifar10(root: str | Path, per_batch: int, test: int, seed: int = 0) -> Path:
+    """Write CIFAR-10's on-disk layout under ``root``: ``cifar-10-batches-py`` with five pickled
+    training batches of ``per_batch`` random uint8 images (N, 3072) and labels, a test batch of
+    ``test``, and ``batches.meta``; returns ``root``. For tests and benchmarks that need real
+    files without the real data (read them with ``data_checksums: false``).
+
+    The real files are Python 2 pickles whose keys load as ``str`` under torchvision's
+    ``encoding="latin1"``; protocol 2 with str keys reproduces that."""
+    import pickle
+
+    folder = Path(root) / "cifar-10-batches-py"
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+
+    def dump(name: str, n: int) -> None:
+        rows = {
+            "batch_label": name,
+            "labels": rng.integers(0, 10, n).tolist(),
+            "data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+            "filenames": [f"{name}_{i}.png" for i in range(n)],
+        }
+        with open(folder / name, "wb") as f:
+            pickle.dump(rows, f, protocol=2)
+
+    for i in range(1, 6):
+        dump(f"data_batch_{i}", per_batch)
+    dump("test_batch", test)
+    with open(folder / "batches.meta", "wb") as f:
+        names = ["airplane", "automobile", "bird", "cat", "deer"]
+        names += ["dog", "frog", "horse", "ship", "truck"]
+        pickle.dump({"label_names": names, "num_cases_per_batch": per_batch}, f, protocol=2)
+    return Path(root)
+
+
 def _torchvision_cifar(config: TrialConfig) -> DataBundle:
     cls = _cifar_class(config)
     try:
