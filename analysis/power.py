@@ -19,9 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
-from analysis.surface import Effect, ResponseSurface, factor_effects
+from analysis.surface import Effect, ResponseSurface, factor_effects, noncentrality
 
 MAX_REPLICATES = 1000
 
@@ -69,19 +67,6 @@ def _design(surface: ResponseSurface) -> _Design:
     points = int(frame.groupby(factors).ngroups) if factors else 1
     runs = int(fit.nobs)
     return _Design(runs, points, runs - round(float(fit.df_resid)), surface.blocks == "replicate")
-
-
-def noncentrality(df: int, alpha: float = 0.05, power: float = 0.8) -> float:
-    """The |effect| / se that a two-sided t test on ``df`` degrees of freedom detects at
-    ``power`` (statsmodels' TTestPower: effect size d with nobs = df + 1, times sqrt(nobs))."""
-    from statsmodels.stats.power import TTestPower
-
-    if df < 1:
-        raise ValueError(f"df must be at least 1, got {df}")
-    d = TTestPower().solve_power(
-        effect_size=None, nobs=df + 1, alpha=alpha, power=power, alternative="two-sided"
-    )
-    return float(np.ravel(d)[0]) * math.sqrt(df + 1)  # a scalar or a 1-element array
 
 
 def detectable_at(

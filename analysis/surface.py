@@ -793,13 +793,30 @@ def _contrast(surface: ResponseSurface, high: dict, low: dict) -> np.ndarray:
     return np.mean(rows, axis=0)
 
 
+def noncentrality(df: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The |effect| / se that a two-sided t test on ``df`` degrees of freedom detects at
+    ``power`` (statsmodels' TTestPower: effect size d with nobs = df + 1, times sqrt(nobs)).
+
+    Raises:
+        ValueError: ``df`` below 1.
+    """
+    from statsmodels.stats.power import TTestPower
+
+    if df < 1:
+        raise ValueError(f"df must be at least 1, got {df}")
+    d = TTestPower().solve_power(
+        effect_size=None, nobs=df + 1, alpha=alpha, power=power, alternative="two-sided"
+    )
+    # solve_power returns a scalar or, when its root finder falls back, a 1-element array
+    return float(np.ravel(d)[0]) * math.sqrt(df + 1)
+
+
 def factor_effects(
     surface: ResponseSurface, alpha: float = 0.05, power: float = 0.8
 ) -> tuple[Effect, ...]:
     """Each factor's effect with its interval, Holm-adjusted p and the smallest detectable
     effect at ``power`` (statsmodels' power module, from the fit's own residual error)."""
     from statsmodels.stats.multitest import multipletests
-    from statsmodels.stats.power import TTestPower
 
     fit = surface._fit
     df = round(float(fit.df_resid))
@@ -818,9 +835,7 @@ def factor_effects(
                                 {name: str(level)}, {name: str(c.levels[0])}))  # fmt: skip
     ncp = None
     if not surface.exact and df >= 1:
-        size = TTestPower().solve_power(effect_size=None, nobs=df + 1, alpha=alpha, power=power,
-                                        alternative="two-sided")  # fmt: skip
-        ncp = float(size) * math.sqrt(df + 1)  # noncentrality of a t test on df degrees of freedom
+        ncp = noncentrality(df, alpha, power)
     effects = []
     for name, change, high, low in changes:
         c = _contrast(surface, high, low)

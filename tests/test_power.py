@@ -15,10 +15,9 @@ from analysis.power import (
     _design,
     detectable_at,
     detectable_with,
-    noncentrality,
     replicates_for,
 )
-from analysis.surface import factor_effects, fit_response_surface
+from analysis.surface import factor_effects, fit_response_surface, noncentrality
 
 
 def t_test_power(ncp: float, df: int, alpha: float = 0.05) -> float:
@@ -27,7 +26,9 @@ def t_test_power(ncp: float, df: int, alpha: float = 0.05) -> float:
     return float(stats.nct.sf(crit, df, ncp) + stats.nct.cdf(-crit, df, ncp))
 
 
-@pytest.mark.parametrize("df", [1, 3, 10, 100])
+# 72, 86 and 875: statsmodels' solve_power answers with a 1-element array there (its root
+# finder falls back), which once broke the report of any study with that many residual df
+@pytest.mark.parametrize("df", [1, 3, 10, 72, 86, 100, 875])
 def test_noncentrality_gives_eighty_percent_power(df):
     assert t_test_power(noncentrality(df), df) == pytest.approx(0.8, abs=2e-3)
 
