@@ -132,7 +132,7 @@ def check_evaluation(args: argparse.Namespace) -> str:
         config = base_config(args)
     data = load_data(config)
     model = build_model(config, data.input_shape).to(device)
-    features = heldout_features(config, model, data, device, resident_data(config, data, device))
+    features = heldout_features(config, model, data, device, resident_data(data, device))
     on_cpu = {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in features.items()}
     got, want = score(config, features), score(config, on_cpu)
     worst = max(abs(got[k] - want[k]) for k in want)

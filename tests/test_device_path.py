@@ -363,3 +363,15 @@ def test_gpu_benchmark_smoke_without_the_study_packages(tmp_path):
         assert f"| {part} |" in out, part
     assert "processes (no Ray here)" in out
     assert "| (d) | nt_xent at B = 512" in out and "| (d) | info_nce at B = 512" in out
+
+
+def test_the_device_copy_is_kept_for_the_same_bundle():
+    """The next trial on the same dataset (the same bundle from load_data's cache) reuses the
+    device copy; another dataset replaces it."""
+    from trainables.train import resident_data
+
+    digits = load_data(TrialConfig(dataset="digits"))
+    first = resident_data(digits, CPU)
+    assert resident_data(load_data(TrialConfig(dataset="digits", seed=5)), CPU) is first
+    other = load_data(TrialConfig(dataset="digits", data_seed=1))
+    assert resident_data(other, CPU) is not first

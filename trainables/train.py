@@ -37,7 +37,6 @@ from trainables.config import TrialConfig
 from trainables.data import (
     DataBundle,
     ResidentData,
-    data_key,
     load_data,
     make_augment,
     resident_batches,
@@ -144,16 +143,16 @@ def claim_share(cpu: float, gpu: float = 0.0) -> None:
         torch.cuda.set_per_process_memory_fraction(gpu)
 
 
-_RESIDENT: dict[tuple, ResidentData] = {}  # one device copy per process, as load_data's cache
+_RESIDENT: list[tuple[DataBundle, str, ResidentData]] = []  # one device copy per process
 
 
-def resident_data(config: TrialConfig, data: DataBundle, device: torch.device) -> ResidentData:
-    """``data`` on ``device``, copied once per process and dataset."""
-    key = (data_key(config), str(device), id(data))
-    if key not in _RESIDENT:
-        _RESIDENT.clear()
-        _RESIDENT[key] = ResidentData(data, device)
-    return _RESIDENT[key]
+def resident_data(data: DataBundle, device: torch.device) -> ResidentData:
+    """``data`` on ``device``, copied once per process: ``load_data`` hands the next trial on
+    the same dataset the same bundle, so the bundle itself (held here, compared by identity) is
+    the key, and its files are not read again to find it."""
+    if not (_RESIDENT and _RESIDENT[0][0] is data and _RESIDENT[0][1] == str(device)):
+        _RESIDENT[:] = [(data, str(device), ResidentData(data, device))]
+    return _RESIDENT[0][2]
 
 
 def strip_compiled_prefix(state: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -397,7 +396,7 @@ class _Trial:
         seed_everything(config.seed)
         self.data = load_data(config)
         on_cuda = self.device.type == "cuda"
-        self.resident = resident_data(config, self.data, self.device) if on_cuda else None
+        self.resident = resident_data(self.data, self.device) if on_cuda else None
         self.model = build_model(config, self.data.input_shape).to(self.device)
         self.channels_last = uses_channels_last(config, self.device)
         if self.channels_last:
