@@ -1,7 +1,7 @@
 """Figures of a study's results frame (see ``analysis.load``), drawn with matplotlib.
 
-Every figure function first computes the table it draws (the public ``*_table`` helpers and
-``_pareto_min`` are pure and tested against hand-built tables), then returns a
+Every figure function first computes the table it draws (the public ``*_table`` helpers are pure
+and tested against hand-built tables), then returns a
 ``matplotlib.figure.Figure`` built without pyplot, so importing this module never touches the
 interactive backend. ``save_figure`` writes a figure as PNG and SVG; ``all_figures`` makes every
 figure that applies to a study.
@@ -32,6 +32,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullFormatter, NullLocator
 from matplotlib.tri import Triangulation
+
+from analysis.frontier import pareto_frontier
 
 __all__ = [
     "all_figures",
@@ -71,34 +73,6 @@ _PHASE_METRICS = ("z/align", "z/uniform", "sim/false_negative_rate", "z/effectiv
 
 # --------------------------------------------------------------------------------------------
 # Pure tables
-
-
-def _pareto_min(df: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
-    """Rows of ``df`` on the Pareto frontier minimising both ``x`` and ``y``, sorted by x.
-
-    A row is on the frontier when no other row is <= in both and < in at least one; exact
-    duplicates of a frontier point are all kept. Rows with a missing x or y are ignored.
-    """
-    data = df.dropna(subset=[x, y])
-    if data.empty:
-        return data.copy()
-    xs = data[x].to_numpy(dtype=float)
-    ys = data[y].to_numpy(dtype=float)
-    order = np.lexsort((ys, xs))
-    keep = np.zeros(len(xs), dtype=bool)
-    best_left = math.inf  # lowest y among rows with a strictly smaller x
-    start = 0
-    while start < len(order):
-        stop = start
-        while stop < len(order) and xs[order[stop]] == xs[order[start]]:
-            stop += 1
-        group = order[start:stop]
-        lowest = ys[group].min()
-        for k in group:
-            keep[k] = ys[k] < best_left and ys[k] == lowest
-        best_left = min(best_left, lowest)
-        start = stop
-    return data.iloc[np.flatnonzero(keep)].sort_values([x, y], kind="stable")
 
 
 def _is_numeric(values: pd.Series | Sequence[Any]) -> bool:
@@ -473,11 +447,15 @@ def plane(
 ) -> Figure:
     """Wang & Isola's alignment–uniformity plane of every trial in ``space`` ("z" or "h"),
     coloured by ``color``, with the Pareto frontier (minimising both) as a step line; the frontier
-    rows come from ``frontier`` when given, else from ``_pareto_min``."""
+    rows come from ``frontier`` when given, else from ``pareto_frontier``."""
     x, y = f"{space}/uniform", f"{space}/align"
     _require(df, [x, y])
     data = df.dropna(subset=[x, y])
-    front = _pareto_min(data, x, y) if frontier is None else frontier.dropna(subset=[x, y])
+    front = (
+        pareto_frontier(data, {x: "min", y: "min"})
+        if frontier is None
+        else frontier.dropna(subset=[x, y])
+    )
     front = front.sort_values([x, y], kind="stable")
     has_color = color is not None and _has(data, color)
     norm = _norm(data[color]) if has_color else None

@@ -14,8 +14,8 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.contour import ContourSet
 from matplotlib.figure import Figure
 
+from analysis.frontier import pareto_frontier
 from analysis.plots import (
-    _pareto_min,
     all_figures,
     contour_grid,
     interaction_table,
@@ -156,28 +156,37 @@ class _QuadraticSurface:
 
 
 # ---------------------------------------------------------------------------------------------
-# Pareto frontier
+# Pareto frontier (analysis.frontier's, the one the plane draws)
+
+_MIN_BOTH = {"u": "min", "a": "min"}
 
 
-def test_pareto_min_keeps_ties_and_drops_dominated_rows():
+def test_pareto_frontier_keeps_ties_and_drops_dominated_rows():
     table = pd.DataFrame(
         {"u": [1.0, 1.0, 1.0, 2.0, 3.0, 4.0, 5.0, np.nan, 0.5], "a": [5, 5, 6, 3, 3, 1, 5, 0, 9]},
         index=list("abcdefghi"),
     )
     # a, b: an exact duplicate pair, both kept; c: same u as a, worse a; e: same a as d, worse u;
     # g: dominated by everything before; h: missing u; i: lowest u, so on the frontier.
-    front = _pareto_min(table, "u", "a")
-    assert front.index.tolist() == ["i", "a", "b", "d", "f"]
-    assert front["u"].tolist() == [0.5, 1.0, 1.0, 2.0, 4.0]
+    front = pareto_frontier(table, _MIN_BOTH)
+    assert front.index.tolist() == ["a", "b", "d", "f", "i"]  # the frame's own order
+    by_u = front.sort_values(["u", "a"], kind="stable")  # the order the plane's step line uses
+    assert by_u.index.tolist() == ["i", "a", "b", "d", "f"]
+    assert by_u["u"].tolist() == [0.5, 1.0, 1.0, 2.0, 4.0]
 
 
-def test_pareto_min_edge_cases():
-    assert _pareto_min(pd.DataFrame({"u": [np.nan], "a": [1.0]}), "u", "a").empty
+def test_pareto_frontier_edge_cases():
+    assert pareto_frontier(pd.DataFrame({"u": [np.nan], "a": [1.0]}), _MIN_BOTH).empty
+    assert pareto_frontier(pd.DataFrame({"u": [], "a": []}), _MIN_BOTH).empty
     one = pd.DataFrame({"u": [-3.0], "a": [0.4]})
-    assert _pareto_min(one, "u", "a").index.tolist() == [0]
+    assert pareto_frontier(one, _MIN_BOTH).index.tolist() == [0]
     # Strictly increasing in both: only the first point is on the frontier.
     chain = pd.DataFrame({"u": [1.0, 2.0, 3.0], "a": [1.0, 2.0, 3.0]})
-    assert _pareto_min(chain, "u", "a").index.tolist() == [0]
+    assert pareto_frontier(chain, _MIN_BOTH).index.tolist() == [0]
+    # An infinite value is still a value: nothing has u <= 1, so row 0 is not dominated (the
+    # plane's old _pareto_min dropped every row with a = +inf).
+    edge = pd.DataFrame({"u": [1.0, 4.0], "a": [np.inf, 0.0]})
+    assert pareto_frontier(edge, _MIN_BOTH).index.tolist() == [0, 1]
 
 
 def test_plane_draws_the_frontier_as_a_step_line_and_both_references():
@@ -186,7 +195,8 @@ def test_plane_draws_the_frontier_as_a_step_line_and_both_references():
     ax = fig.axes[0]
     steps = [line for line in ax.get_lines() if line.get_label() == "Pareto frontier"]
     assert len(steps) == 1
-    expected = _pareto_min(df, "z/uniform", "z/align")
+    expected = pareto_frontier(df, {"z/uniform": "min", "z/align": "min"})
+    expected = expected.sort_values(["z/uniform", "z/align"], kind="stable")
     assert expected["trial_key"].tolist() == ["p000-r1", "p000-r0", "p002-r1"]
     np.testing.assert_allclose(steps[0].get_xdata(), expected["z/uniform"])
     assert steps[0].get_drawstyle() == "steps-post"
