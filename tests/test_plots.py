@@ -1,9 +1,13 @@
 """analysis.plots: the tables each figure draws, checked against hand-built tables (Optuna's
-visualization-test style), plus a render of every figure for a literal default-study frame."""
+visualization-test style), a render of every figure for a literal default-study frame, and the
+caption of every figure name ``all_figures`` can give."""
 
 from __future__ import annotations
 
+import importlib
+import itertools
 import math
+import pkgutil
 from types import SimpleNamespace
 
 import numpy as np
@@ -14,9 +18,11 @@ from matplotlib.container import ErrorbarContainer
 from matplotlib.contour import ContourSet
 from matplotlib.figure import Figure
 
+import analysis.plots
 from analysis.frontier import pareto_frontier
 from analysis.plots import (
     all_figures,
+    caption,
     contour_grid,
     interaction_table,
     interactions,
@@ -25,11 +31,15 @@ from analysis.plots import (
     phase_diagram,
     phase_table,
     plane,
+    plane_table,
+    probe_table,
     probe_vs_temperature,
     save_figure,
     surface_contours,
     trajectories,
+    trajectory_table,
 )
+from analysis.plots._common import _LABELS, KNOWN_FACTORS, KNOWN_METRICS, _slug
 
 # ---------------------------------------------------------------------------------------------
 # Literal tables
@@ -246,6 +256,18 @@ def test_plane_adds_a_zoom_inset_clear_of_the_data():
     assert lo < -3.4533 and hi > -2.7989
 
 
+def test_plane_table_keeps_the_trials_with_both_coordinates_and_marks_the_frontier():
+    df = _default_frame()
+    df.loc[3, "z/align"] = np.nan
+    df.index = [0, 0, 1, 1, 2, 2, 3, 3]  # repeated labels: the frontier is marked by position
+    table = plane_table(df, "z")
+    assert table.index.tolist() == [0, 0, 1, 2, 2, 3, 3]
+    front = table.loc[table["on_frontier"], "trial_key"].tolist()
+    assert front == ["p000-r0", "p000-r1", "p002-r1"]
+    with pytest.raises(KeyError):
+        plane_table(df, "w")
+
+
 # ---------------------------------------------------------------------------------------------
 # Trajectories
 
@@ -267,6 +289,29 @@ def test_trajectories_one_path_per_trial_hollow_start_filled_end():
     assert len(hollow) == 8 and len(scatters) == 16
     legend = fig.legends[0].get_texts()
     assert "p000: temperature=0.1, batch_size=64" in [t.get_text() for t in legend]
+
+
+def _replicated_history(points: int = 25) -> pd.DataFrame:
+    """Two replicates per point, two evaluations each; replicate 1 sits 0.1 right, 0.2 up."""
+    rows = [
+        {"trial_key": f"p{p:02d}-r{r}", "point_id": f"p{p:02d}", "step": step,
+         "z/uniform": -3.0 + p + 0.1 * r, "z/align": 0.5 + step + 0.2 * r}
+        for p in range(points) for r in range(2) for step in (2, 1)
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_trajectory_table_one_path_per_trial_or_one_mean_path_per_point():
+    few = trajectory_table(_replicated_history(points=20), "z")  # 40 trials: every path drawn
+    assert len(few) == 80 and few["trial_key"].nunique() == 40
+    assert few["step"].tolist()[:4] == [1, 2, 1, 2]  # sorted by trial, then step
+    many = _replicated_history()  # 50 trials: one path per point, the mean of its replicates
+    table = trajectory_table(many, "z")
+    assert len(table) == 50 and (table["trial_key"] == table["point_id"]).all()
+    cell = table[(table["point_id"] == "p03") & (table["step"] == 2)]
+    assert cell["z/uniform"].item() == pytest.approx(0.05)
+    assert cell["z/align"].item() == pytest.approx(2.6)
+    assert "mean over replicates per point" in trajectories(many).axes[0].get_title()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -395,6 +440,19 @@ def test_probe_vs_temperature_lines_per_batch_size_and_single_line():
     assert [t.get_text() for t in fig.axes[1].get_legend().get_texts()] == ["all trials"]
 
 
+def test_probe_table_per_batch_size_or_over_all_trials():
+    df = _default_frame()
+    by_batch = probe_table(df, "knn", "z")
+    expected = interaction_table(df, "probe/knn_top1_z", "temperature", "batch_size")
+    pd.testing.assert_frame_equal(by_batch, expected)
+    overall = probe_table(df.drop(columns=["batch_size"]), "linear", "h")
+    assert overall.columns.tolist() == ["temperature", "mean", "se", "n"]
+    np.testing.assert_allclose(
+        overall["mean"],
+        [np.mean([0.9861, 0.9750, 0.9917, 0.9861]), np.mean([0.9917, 0.9889, 0.9833, 0.9806])],
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Response-surface contours
 
@@ -466,6 +524,7 @@ def test_all_figures_render_and_save(tmp_path):
     }
     for name, fig in figures.items():
         assert isinstance(fig, Figure)
+        assert caption(name)
         paths = save_figure(fig, tmp_path / "plots", name)
         assert [p.name for p in paths] == [f"{name}.png", f"{name}.svg"]
         assert all(p.stat().st_size > 1000 for p in paths)
@@ -477,3 +536,83 @@ def test_all_figures_skips_what_does_not_apply():
     df.attrs["factors"] = ["batch_size"]
     figures = all_figures(df)
     assert set(figures) == {"plane_z", "main_effects"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Captions
+
+
+_DEFAULT_RESPONSES = (
+    "probe/knn_top1_h", "probe/linear_top1_h", "probe/knn_top1_z", "z/align", "z/uniform",
+)  # fmt: skip
+
+
+def _every_figure_name() -> dict[str, str]:
+    """Every name all_figures can give -> a part its caption must carry: both spaces, a phase
+    diagram of every known metric (any can be the response), both probes, and contours of each
+    default response over every ordered pair of known factors."""
+    spaces = {"z": "z features (z, projection output)", "h": "h features (h, backbone features)"}
+    names = {f"plane_{space}": text for space, text in spaces.items()}
+    names |= {f"trajectories_{space}": text for space, text in spaces.items()}
+    names |= {"main_effects": "each level", "interactions": "one line per level"}
+    names |= {f"phase_{_slug(metric)}": f"mean of {metric}" for metric in KNOWN_METRICS}
+    names |= {"probe_vs_temperature_knn": "k-NN probe", "probe_vs_temperature_linear": "Linear"}
+    for response in _DEFAULT_RESPONSES:
+        for x, y in itertools.permutations(KNOWN_FACTORS, 2):
+            over = f"{response} over {_LABELS.get(x, x)} × {_LABELS.get(y, y)},"
+            names[f"contours_{_slug(response)}_{_slug(x)}_{_slug(y)}"] = over
+    return names
+
+
+def test_caption_of_every_figure_name_names_its_specifics():
+    for name, part in _every_figure_name().items():
+        text = caption(name)
+        assert part in text, (name, text)
+        assert "{" not in text and "}" not in text, (name, text)
+
+
+def test_captions_say_what_to_look_for():
+    assert caption("plane_z").startswith(
+        "Each point is a trial, placed by uniformity (x) and alignment (y) of its z features"
+    )
+    assert "Pareto frontier" in caption("plane_h") and "collapse" in caption("plane_h")
+    assert "z/align (lower = tighter positives)" in caption("phase_z_align")
+    assert "probe/knn_top1_h (higher = better features)" in caption("phase_probe_knn_top1_h")
+    assert "hardest negative" in caption("phase_sim_false_negative_rate")
+    assert caption("probe_vs_temperature_knn").startswith("k-NN probe top-1 accuracy")
+    assert "parallel lines" in caption("interactions")
+    name = "contours_probe_knn_top1_h_temperature_batch_size"
+    assert "fitted probe/knn_top1_h over temperature τ × batch size B" in caption(name)
+    # Names a caption cannot read back: the slugs as they are.
+    assert "fitted my_score over temperature τ × lam_t" in caption(
+        "contours_my_score_temperature_lam_t"
+    )
+    assert "fitted z/align over two numeric factors (foo_bar)" in caption(
+        "contours_z_align_foo_bar"
+    )
+    assert "mean of my_score over" in caption("phase_my_score")
+    with pytest.raises(KeyError):
+        caption("histogram")
+
+
+def test_every_figure_module_has_a_caption():
+    modules = [m.name for m in pkgutil.iter_modules(analysis.plots.__path__)]
+    figures = [m for m in modules if m not in ("_common", "_all")]
+    assert len(figures) == 7, modules
+    for name in figures:
+        module = importlib.import_module(f"analysis.plots.{name}")
+        assert isinstance(module.CAPTION, str) and module.CAPTION, name
+
+
+def test_caption_vocabulary_covers_every_metric_and_numeric_setting():
+    from trainables.config import TrialConfig
+    from trainables.text import base_type
+    from trainables.train import final_metrics
+
+    assert set(final_metrics(TrialConfig())) <= set(KNOWN_METRICS)
+    numeric = {
+        name
+        for name, field in TrialConfig.model_fields.items()
+        if base_type(field.annotation) in (int, float)
+    }
+    assert numeric <= set(KNOWN_FACTORS)

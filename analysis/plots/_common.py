@@ -1,0 +1,322 @@
+"""What the figures share: labels and names, number formatting, colours, the cell tables (mean,
+standard error, count) and the axes of factor levels, plain and logarithmic."""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.axes import Axes
+from matplotlib.colors import Normalize
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+_CMAP = "viridis"
+
+_LABELS = {
+    "temperature": "temperature τ",
+    "batch_size": "batch size B",
+    "derived.negatives_per_anchor": "negatives per anchor (2B − 2)",
+}
+
+_SPACE_NAMES = {"z": "z, projection output", "h": "h, backbone features"}
+
+# Metric and factor names a figure's file name may carry as a slug (see ``_slug``), for captions
+# to name them back: every number a trial reports (trainables.train.final_metrics) and every
+# numeric trial setting a design can vary (trainables.config.TrialConfig); tests/test_plots.py
+# checks both lists against trainables.
+_GEOMETRY = ("align", "uniform", "effective_rank", "dim_std_min", "dim_std_mean", "zero_rows")
+KNOWN_METRICS = (
+    *(f"{space}/{name}" for space in ("h", "z") for name in _GEOMETRY),
+    *(f"probe/{probe}_top1_{space}" for probe in ("knn", "linear") for space in ("h", "z")),
+    "sim/pos_mean", "sim/neg_mean", "sim/neg_q99", "sim/false_negative_rate",
+    "sim/hardest_neg_share", "loss/candidates",
+    "train/loss", "train/lr", "train/examples_seen", "train/steps", "train/examples_per_s",
+    "examples_seen", "steps", "wall_s",
+    *(f"time/{name}" for name in ("train_s", "eval_s", "data_s", "checkpoint_s", "compile_s")),
+)  # fmt: skip
+KNOWN_FACTORS = (
+    "temperature", "lam_t", "uniform_t", "align_alpha", "batch_size", "budget_examples",
+    "base_lr", "momentum", "weight_decay", "warmup_fraction", "aug_strength", "feature_dim",
+    "projection_hidden", "projection_dim", "knn_k", "knn_temperature", "toy_classes", "toy_dim",
+    "toy_spread", "toy_noise", "toy_train_size", "toy_photos_per_item", "image_size",
+    "heldout_size", "probe_train_size", "eval_marks", "linear_probe_iters", "collapse_std",
+    "data_seed", "seed", "num_workers", "derived.negatives_per_anchor",
+)  # fmt: skip
+
+# What a reader should know of a metric to read it: its direction or meaning.
+_METRIC_NOTES = {
+    "align": "lower = tighter positives",
+    "uniform": "lower = more uniform",
+    "effective_rank": "higher = more dimensions in use",
+    "false_negative_rate": "the share of anchors whose hardest negative is of their own class",
+    "top1": "higher = better features",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Names and numbers
+
+
+def _label(name: str) -> str:
+    return _LABELS.get(name, name)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float | np.floating):
+        if value.is_integer() and abs(value) < 1e7:
+            return str(int(value))
+        return f"{value:.3g}"
+    return str(value)
+
+
+def _plain(value: float, _pos: Any = None) -> str:
+    return _fmt(float(value))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")
+
+
+def _title(df: pd.DataFrame | None, text: str) -> str:
+    study = df.attrs.get("study") if df is not None else None
+    return f"{study}: {text}" if study else text
+
+
+def _metric_note(metric: str) -> str:
+    """The metric's name, with its direction or meaning in brackets when known."""
+    leaf = metric.rsplit("/", 1)[-1]
+    note = _METRIC_NOTES.get("top1" if "_top1_" in leaf else leaf)
+    return f"{metric} ({note})" if note else metric
+
+
+def _unslug(slug: str, names: tuple[str, ...]) -> str | None:
+    """The name among ``names`` whose slug is ``slug``, or None."""
+    return _slugs(names).get(slug)
+
+
+@functools.cache
+def _slugs(names: tuple[str, ...]) -> dict[str, str]:
+    return {_slug(name): name for name in reversed(names)}
+
+
+# --------------------------------------------------------------------------------------------
+# Columns of a results frame
+
+
+def _require(df: pd.DataFrame, columns: Sequence[str]) -> None:
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise KeyError(f"missing column(s) {missing}")
+
+
+def _has(df: pd.DataFrame | None, *columns: str) -> bool:
+    return df is not None and all(c in df.columns and df[c].notna().any() for c in columns)
+
+
+def _varies(df: pd.DataFrame, column: str) -> bool:
+    return column in df.columns and df[column].nunique(dropna=True) >= 2
+
+
+def _factors(df: pd.DataFrame, factors: Sequence[str] | None) -> list[str]:
+    names = list(factors) if factors is not None else list(df.attrs.get("factors") or [])
+    return [f for f in names if _varies(df, f)]
+
+
+def _is_numeric(values: pd.Series | Sequence[Any]) -> bool:
+    series = pd.Series(values)
+    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+def _binned(values: pd.Series, max_levels: int) -> pd.Series:
+    """The factor's values, or for a numeric factor with more than ``max_levels`` distinct values
+    (a Latin hypercube's continuous levels) the median of each value's quantile bin."""
+    if not _was_binned(values, max_levels):
+        return values
+    numeric = values.astype(float)
+    rank_source = np.log(numeric) if (numeric.dropna() > 0).all() else numeric
+    bins = pd.qcut(rank_source, max_levels, labels=False, duplicates="drop")
+    return numeric.groupby(bins).transform("median")
+
+
+def _was_binned(values: pd.Series, max_levels: int) -> bool:
+    return _is_numeric(values) and values.nunique(dropna=True) > max_levels
+
+
+def _cells(df: pd.DataFrame, response: str, keys: Sequence[str]) -> pd.DataFrame:
+    """Mean, standard error and count of ``response`` per combination of ``keys``."""
+    _require(df, [response, *keys])
+    data = df.dropna(subset=[response, *keys])
+    if data.empty:
+        return pd.DataFrame(columns=[*keys, "mean", "se", "n"])
+    grouped = data.groupby(list(keys), sort=True)[response]
+    table = grouped.agg(["mean", "std", "count"]).reset_index()
+    table = table.rename(columns={"count": "n"})
+    table["n"] = table["n"].astype(int)
+    table["se"] = np.where(table["n"] >= 2, table["std"] / np.sqrt(table["n"]), np.nan)
+    return table[[*keys, "mean", "se", "n"]]
+
+
+# --------------------------------------------------------------------------------------------
+# Colours
+
+
+def _colors(count: int) -> list[tuple[float, float, float, float]]:
+    if count <= 10:
+        return [colormaps["tab10"](i) for i in range(count)]
+    if count <= 20:
+        return [colormaps["tab20"](i) for i in range(count)]
+    return [colormaps[_CMAP](v) for v in np.linspace(0, 0.95, count)]
+
+
+def _text_color(rgba: Sequence[float]) -> str:
+    r, g, b = rgba[:3]
+    return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+
+
+def _norm(values: pd.Series) -> Normalize:
+    lo, hi = float(values.min()), float(values.max())
+    if lo == hi:
+        lo, hi = lo - 0.5 * (abs(lo) or 1) * 1e-3, hi + 0.5 * (abs(hi) or 1) * 1e-3
+    return Normalize(lo, hi)
+
+
+# --------------------------------------------------------------------------------------------
+# Axes of factor levels
+
+
+def _use_log(levels: Sequence[Any]) -> bool:
+    """Log scale for positive numeric levels spanning at least a factor of 4."""
+    if len(levels) < 2 or not _is_numeric(levels):
+        return False
+    values = np.asarray(levels, dtype=float)
+    return bool((values > 0).all() and values.max() / values.min() >= 4)
+
+
+def _positions(levels: Sequence[Any]) -> tuple[np.ndarray, bool]:
+    """x positions of the levels and whether they are categorical (then 0, 1, ...)."""
+    if _is_numeric(levels):
+        return np.asarray(levels, dtype=float), False
+    return np.arange(len(levels), dtype=float), True
+
+
+def _level_axis(
+    ax: Axes,
+    levels: Sequence[Any],
+    axis: str = "x",
+    log: bool | None = None,
+    explicit: bool = True,
+) -> None:
+    """Scale and ticks of an axis whose values are a factor's levels: log scale by ``_use_log``
+    unless ``log`` says otherwise; ticks at the levels themselves when they are few, well apart
+    and ``explicit`` (not quantile-bin medians), else plain ticks over their range."""
+    levels = list(levels)
+    positions, categorical = _positions(levels)
+    set_ticks = ax.set_xticks if axis == "x" else ax.set_yticks
+    if categorical:
+        rotate = any(len(str(v)) > 6 for v in levels) and axis == "x"
+        set_ticks(positions, labels=[str(v) for v in levels], rotation=30 if rotate else 0)
+        return
+    log = _use_log(levels) if log is None else log
+    if log:
+        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    if explicit and _well_apart(positions, log):
+        set_ticks(positions, labels=[_fmt(float(v)) for v in levels])
+        target.set_minor_locator(NullLocator())
+    elif log:
+        _log_ticks(target, float(np.min(positions)), float(np.max(positions)), ends=False)
+
+
+def _well_apart(positions: np.ndarray, log: bool) -> bool:
+    """At most 8 positions, none closer than 6% of their range (in log space if ``log``)."""
+    spread = np.log(positions) if log else positions
+    gaps = np.diff(np.sort(spread)) / (np.ptp(spread) or 1.0)
+    return len(positions) <= 8 and (gaps.size == 0 or gaps.min() >= 0.06)
+
+
+def _log_ticks(target: Any, lo: float, hi: float, ends: bool = True) -> None:
+    """Plain-number ticks on a log axis: the 1-2-5 series inside [lo, hi] plus, when ``ends``
+    (or when the series has fewer than two ticks there), both ends, leaving out series values
+    within 12% of the log range of an end."""
+    span = math.log(hi / lo) if hi > lo else 1.0
+    series = [
+        m * 10.0**k
+        for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+        for m in (1, 2, 5)
+    ]
+    inside = [
+        t for t in series if lo < t < hi and min(math.log(t / lo), math.log(hi / t)) >= 0.12 * span
+    ]
+    series_only = [t for t in series if lo <= t <= hi]
+    ticks = {lo, hi, *inside} if ends or len(series_only) < 2 else set(series_only)
+    target.set_major_locator(FixedLocator(sorted(ticks)))
+    target.set_major_formatter(_plain)
+    target.set_minor_locator(NullLocator())
+    target.set_minor_formatter(NullFormatter())
+
+
+def _dodge(positions: np.ndarray, index: int, count: int, log: bool, categorical: bool):
+    """Shift overlapping series a little apart along x."""
+    if count <= 1:
+        return positions
+    offset = index - (count - 1) / 2
+    if categorical:
+        return positions + 0.06 * offset
+    if log:
+        return positions * 10 ** (0.012 * offset)
+    span = np.ptp(positions) or 1.0
+    return positions + 0.01 * span * offset
+
+
+# --------------------------------------------------------------------------------------------
+# Panels of lines with error bars (main effects, interactions, probe accuracy)
+
+
+def _grid(count: int, ncols_max: int, panel: tuple[float, float]) -> tuple[Figure, list[Axes]]:
+    ncols = min(count, ncols_max)
+    nrows = math.ceil(count / ncols)
+    width = max(panel[0] * ncols, 5.5)
+    fig = Figure(figsize=(width, panel[1] * nrows + 0.8), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel().tolist()
+    for extra in axes[count:]:
+        extra.set_visible(False)
+    return fig, axes[:count]
+
+
+def _draw_lines(
+    ax: Axes,
+    table: pd.DataFrame,
+    first: str,
+    second: str | None,
+    label: Callable[[Any], str],
+    log: bool | None = None,
+    explicit: bool = True,
+) -> None:
+    """Mean ± SE against ``first``'s levels, one line per level of ``second`` (or one line)."""
+    levels = sorted(table[first].unique().tolist())
+    positions, categorical = _positions(levels)
+    where = dict(zip(levels, positions, strict=True))
+    log = not categorical and (_use_log(levels) if log is None else log)
+    groups = list(table.groupby(second, sort=True)) if second else [(None, table)]
+    colours = _colors(len(groups))
+    for index, (value, cells) in enumerate(groups):
+        cells = cells.sort_values(first)
+        xs = np.array([where[v] for v in cells[first]])
+        ax.errorbar(
+            _dodge(xs, index, len(groups), log, categorical),
+            cells["mean"],
+            yerr=cells["se"],
+            marker="o",
+            capsize=3,
+            color=colours[index],
+            label=label(value),
+        )
+    _level_axis(ax, levels, log=log, explicit=explicit)
+    ax.margins(x=0.1)
