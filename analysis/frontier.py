@@ -1,4 +1,7 @@
-"""Pareto frontiers over any set of metrics, e.g. the alignment–uniformity plane."""
+"""Pareto frontiers over any set of metrics, e.g. the alignment–uniformity plane.
+
+The project's one Pareto implementation: the report's frontier table and the plane's step line
+(``analysis.plots.plane_table``) both come from ``pareto_frontier``."""
 
 from __future__ import annotations
 
