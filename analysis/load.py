@@ -5,8 +5,9 @@ The results frame has one row per trial with the Parquet export's columns (``stu
 ``point_id``, ``replicate``, ``status``, one column per factor, the fixed fields, ``derived.*``,
 every metric's final value, ``wall_s``, ``examples_seen``, ``steps``). ``frame.attrs`` carries
 ``study``, ``factors`` (the varied fields, in study-file order), ``spec_sha``, ``design``,
-``scales`` (factor -> linear | log), ``resources`` (per-trial cpu/gpu) and ``checks`` (self-checks
-run when the study started: name -> "pass" or "fail: ...").
+``scales`` (factor -> linear | log), ``resources`` (per-trial cpu/gpu), ``checks`` (self-checks
+run when the study started: name -> "pass" or "fail: ...") and, for studies that recorded it,
+``target`` (``{"metric": ..., "mode": "max" | "min"}`` of the study file).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def results_frame(table: pa.Table) -> pd.DataFrame:
     frame.attrs["resources"] = json.loads(meta.get("resources") or "{}")
     frame.attrs["checks"] = json.loads(meta.get("checks") or "{}")
     frame.attrs["scales"] = json.loads(meta.get("scales") or "{}")
+    if meta.get("target"):
+        frame.attrs["target"] = json.loads(meta["target"])
     return frame
 
 

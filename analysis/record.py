@@ -176,6 +176,8 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
         "resources": params.get("resources", "{}"),
         "scales": params.get("factor_scales", "{}"),
         "design": params.get("design", ""),
+        # {"metric", "mode"} of the study file; absent from studies recorded before it was logged
+        "target": params.get("target", ""),
     }
     return rows_table(rows, metadata)
 
