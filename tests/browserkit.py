@@ -261,20 +261,25 @@ const right = e => {
 };
 const over = [...document.querySelectorAll('body *')].filter(e => right(e) > w + 1 && !clipped(e));
 const innermost = over.filter(e => !over.some(o => o !== e && e.contains(o)));
-innermost.sort((a, b) => right(b) - right(a));
+const blocks = new Map();  // the table, caption, paragraph ... each culprit is in -> right edge
+for (const e of innermost) {
+  const b = e.closest('table, pre, figcaption, figure, p, li, h1, h2, h3, h4, h5, h6') || e;
+  blocks.set(b, Math.max(blocks.get(b) || 0, right(e)));
+}
+const ranked = [...blocks].sort((a, b) => b[1] - a[1]);
 const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
   + (typeof e.className === 'string' && e.className.trim()
      ? '.' + e.className.trim().split(/\\s+/).join('.') : '');
-return [document.documentElement.scrollWidth, w, innermost.length,
-        innermost.slice(0, 6).map(e => [Math.round(right(e)), name(e),
-                                        (e.textContent || '').trim().slice(0, 50)])];
+return [document.documentElement.scrollWidth, w, ranked.length,
+        ranked.slice(0, 6).map(([e, r]) => [Math.round(r), name(e),
+          (e.textContent || '').trim().replace(/\\s+/g, ' ').slice(0, 40)])];
 """
 
 
 def sideways_overflow(driver) -> tuple[int, int, int, list]:
-    """(the page's scroll width, the window's inner width, how many innermost elements reach
-    past the window, the six that reach farthest: [right edge, tag.class, text]). An element
-    inside a scrolling box does not count; one whose text overflows its own box does."""
+    """(the page's scroll width, the window's inner width, how many blocks (tables, captions,
+    paragraphs ...) reach past the window, the six that reach farthest: [right edge, tag.class,
+    text]). What is inside a scrolling box does not count; text overflowing its own box does."""
     return tuple(driver.execute_script(OVERFLOW_JS))
 
 

@@ -141,7 +141,7 @@ def test_child_run_page_shows_its_dataset_and_source(ui: UI):
     with screenshot_after(driver, "child-run"):
         ui.open(f"experiments/{study.experiment_id}/runs/{child.info.run_id}")
         run_page_loaded(ui, child.info.run_id)
-        shows_soon(driver, [*datasets, source_shown] if datasets and source else [])
+        shows_soon(driver, [*datasets, source_shown] if source else datasets)
         problems = []
         if not datasets:
             problems.append("the record gives it no dataset input (run.inputs.dataset_inputs "
@@ -201,7 +201,7 @@ def test_report_html_renders(browser, smoke_study, width: int):
             if scroll > inner + 1:
                 problems.append(
                     f"it scrolls sideways: {scroll} px of content in a {inner} px window; "
-                    f"{count} elements reach past it, farthest (right edge, element, text): "
+                    f"{count} blocks reach past it, farthest (right edge, element, text): "
                     f"{farthest}"
                 )
         errors = [e["message"][:300] for e in console_errors(driver)]
