@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from browserkit import start_mlflow_server, stop_mlflow_server
 from studykit import (
     child_runs,
     duplicated_metric_rows,
     metric_steps,
     parent_runs,
-    stop_group,
-    wait_healthy,
     write_spec,
 )
 
@@ -87,40 +82,13 @@ def test_changed_study_file_is_refused_with_the_difference(workdir, ray_tmp):
     assert len(child_runs(uri, "changes")) == 1  # the record is untouched
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_server_mode_with_a_real_mlflow_server(workdir, ray_tmp):
-    port = _free_port()
-    env = os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    server = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("mlflow")),
-            "server",
-            "--backend-store-uri",
-            f"sqlite:///{workdir / 'server.db'}",
-            "--default-artifact-root",
-            str(workdir / "server-artifacts"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-        ],
-        cwd=workdir,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    uri = f"http://127.0.0.1:{port}"
+    server, uri = start_mlflow_server(
+        f"sqlite:///{workdir / 'server.db'}", cwd=workdir,
+        default_artifact_root=workdir / "server-artifacts",
+    )  # fmt: skip
     try:
-        assert wait_healthy(uri, server) == 200
         spec = write_spec(
             workdir / "s.yaml", "served", factors={"temperature": {"levels": [0.1, 0.5]}}
         )
@@ -131,7 +99,7 @@ def test_server_mode_with_a_real_mlflow_server(workdir, ray_tmp):
         assert all(metric_steps(uri, r.info.run_id) == [512, 1024, 1536] for r in runs)
         assert not (workdir / "mlflow.db").exists()  # nothing went to the embedded store
     finally:
-        stop_group(server)
+        stop_mlflow_server(server)
 
 
 @pytest.mark.slow
