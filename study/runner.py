@@ -549,8 +549,20 @@ def _export_and_report(
     rerun: str, quiet: bool,
 ) -> Path:  # fmt: skip
     results = _export(record, parent_id, study_dir / RESULTS_FILE, spec, tracking_uri, rerun)
+    _summarise(record, parent_id, results, spec)
     _report(record, results, tracking_uri, study_dir / "report", quiet)
     return results
+
+
+def _summarise(record: StudyRecord, parent_id: str, results: Path, spec: StudySpec) -> None:
+    """The parent run's summary metrics (trials finished, the best point's mean and interval)
+    from the results table just exported; a failure here never loses the record."""
+    from analysis.load import read_results
+
+    try:
+        record.log_summary(parent_id, read_results(results), spec.target.metric, spec.target.mode)
+    except Exception as err:  # the study itself is complete and recorded
+        print(f"the parent run's summary was not logged: {type(err).__name__}: {err}")
 
 
 def _interrupted(err: BaseException) -> bool:
