@@ -19,6 +19,7 @@ import difflib
 import functools
 import hashlib
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -63,6 +64,9 @@ UNCHOSEN_KINDS = (
 # The runs table's saved views (MLflow >= 3.x UI): an experiment tag of this prefix + an id
 # holds {name, createdAt, state}; ``#/experiments/<id>/runs?viewStateShareKey=<id>`` opens it.
 VIEW_TAG_PREFIX, VIEW_URL_KEY = "mlflow.sharedViewState.", "viewStateShareKey"
+# MLflow 3.17's UI picks its GenAI or model-training pages from a setting of the browser
+# (``mlflow.workflowType``, GenAI unless changed) that this URL parameter overrides.
+UI_MODE = "workflowType=machine_learning"
 TRIALS_VIEW, POINTS_VIEW = "study-trials", "study-points"
 KEY_METRICS = ("probe/knn_top1_h", "z/align", "z/uniform")
 REPORT_ARTIFACT = "report/report.html"
@@ -286,12 +290,21 @@ def block_tags(spec: StudySpec) -> dict[str, str]:
 def run_link(experiment_id: str, run_id: str, tab: str = "") -> str:
     """The UI's address of a run (or of one of its tabs, e.g. ``artifacts/report/report.html``),
     relative to the UI's root: a Markdown link in a description opens it."""
-    return f"#/experiments/{experiment_id}/runs/{run_id}" + (f"/{tab}" if tab else "")
+    tab = f"/{tab}" if tab else ""
+    return f"#/experiments/{experiment_id}/runs/{run_id}{tab}?{UI_MODE}"
 
 
 def view_link(experiment_id: str, view: str) -> str:
-    """The runs table opened on one of the experiment's saved views."""
-    return f"#/experiments/{experiment_id}/runs?{VIEW_URL_KEY}={view}"
+    """The runs table opened on one of the experiment's saved views (``runs_views``)."""
+    return f"#/experiments/{experiment_id}/runs?{VIEW_URL_KEY}={view}&{UI_MODE}"
+
+
+def ui_url(uri: str, port: int = 5000) -> str:
+    """The address of the MLflow UI on this record: the server's own, or the one
+    :func:`ui_command` starts on this machine."""
+    if uri.startswith(("http://", "https://")):
+        return uri.rstrip("/") + "/"
+    return f"http://127.0.0.1:{port}/"
 
 
 def _column(kind: str, name: str) -> str:
@@ -601,7 +614,8 @@ class StudyRecord:
         replicates or more: no interval is never logged as one of zero width; an interval
         logged earlier for another best point is overwritten with NaN); tags
         ``study.best_point_id``, ``study.best_factors`` (JSON), ``study.target_metric`` and
-        ``study.target_mode``. Step: the number of finished trials. Returns the
+        ``study.target_mode``. Step: the number of finished trials (a value already logged
+        there is not logged again: see ``_summary_step``). Returns the
         :class:`analysis.best.BestPoint`, or None when nothing finished with a value.
         """
         from analysis.best import best_point, finished_trials
@@ -623,9 +637,26 @@ class StudyRecord:
                 values |= {"best_ci_low": best.ci_low, "best_ci_high": best.ci_high}
             elif f"{SUMMARY_PREFIX}best_ci_low" in logged:
                 values |= {"best_ci_low": float("nan"), "best_ci_high": float("nan")}
-        metrics = [Metric(SUMMARY_PREFIX + k, float(v), stamp, finished) for k, v in values.items()]
+        metrics = []
+        for name, value in values.items():
+            step = self._summary_step(run_id, SUMMARY_PREFIX + name, float(value), finished)
+            if step is not None:
+                metrics.append(Metric(SUMMARY_PREFIX + name, float(value), stamp, step))
         self.client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
         return best
+
+    def _summary_step(self, run_id: str, key: str, value: float, step: int) -> int | None:
+        """The step to log a summary metric at: ``step`` (the finished trials), or None when the
+        run already holds this value there (a resumed study exports the same trials again, and
+        no (run, metric, step) row is written twice); a different value there (the table
+        changed under the same count) goes one step past the last."""
+        history = self.client.get_metric_history(run_id, key)
+        there = [m.value for m in history if m.step == step]
+        if not there:
+            return step
+        if there[-1] == value or (math.isnan(there[-1]) and math.isnan(value)):
+            return None
+        return max(m.step for m in history) + 1
 
     def start_parent(self, spec: StudySpec, design, source_text: str) -> str:
         self.ensure_kind()
@@ -791,5 +822,5 @@ class StudyRecord:
 
 __all__ = [
     "StudyRecord", "check_store", "check_tracking_uri", "default_tracking_uri", "mlflow_command",
-    "shell_command", "ui_command",
+    "shell_command", "ui_command", "ui_url", "view_link",
 ]  # fmt: skip

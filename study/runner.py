@@ -28,6 +28,7 @@ from search_spaces.spec import StudyError, StudySpec, load_spec, parse_spec
 from study.export import export_parquet
 from study.progress import ProgressView, StudyProgress
 from study.record import (
+    TRIALS_VIEW,
     StudyRecord,
     check_plan_fits,
     check_store,
@@ -36,6 +37,8 @@ from study.record import (
     shell_command,
     tool,
     ui_command,
+    ui_url,
+    view_link,
 )
 from trainables.data import check_data
 
@@ -500,6 +503,8 @@ def run_study(
     if not quiet:
         print(f"study {spec.study}: {counts} · results {results}")
         print(f"MLflow UI: {ui_command(tracking_uri)}")
+        table = ui_url(tracking_uri) + view_link(record.experiment_id, TRIALS_VIEW)
+        print(f"its trials, factors and key metrics, sorted by {spec.target.metric}: {table}")
     return outcome
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
+from studykit import duplicated_metric_rows
 
 from search_spaces.designs import build_design
 from search_spaces.spec import parse_spec
@@ -61,9 +62,11 @@ def test_experiment_is_model_development_and_says_what_the_study_is_for(recorded
     assert "full_factorial, 2 replicate(s): 4 trials at 2 points" in note
     assert "1,536 examples (`budget_examples`) of `digits`" in note
     assert f"`{TARGET}`, higher is better" in note
-    assert f"(#/experiments/{eid}/runs/{parent})" in note
-    assert f"(#/experiments/{eid}/runs?viewStateShareKey=study-trials)" in note
-    assert f"(#/experiments/{eid}/runs?viewStateShareKey=study-points)" in note
+    # links open MLflow 3.17's model-training pages whatever the browser last showed
+    ml = "workflowType=machine_learning"
+    assert f"(#/experiments/{eid}/runs/{parent}?{ml})" in note
+    assert f"(#/experiments/{eid}/runs?viewStateShareKey=study-trials&{ml})" in note
+    assert f"(#/experiments/{eid}/runs?viewStateShareKey=study-points&{ml})" in note
     assert "- **Latest report:** not written yet" in note
     # the parent run's own description is the study file's, as before
     assert record.client.get_run(parent).data.tags[NOTE] == spec.description
@@ -100,7 +103,8 @@ def test_the_description_points_at_the_latest_report_and_keeps_pointing(recorded
     record.point_to_report(parent, local)
     line = next(x for x in _experiment(record).tags[NOTE].splitlines() if "Latest report" in x)
     eid = record.experiment_id
-    assert f"(#/experiments/{eid}/runs/{parent}/artifacts/report/report.html)" in line
+    link = f"#/experiments/{eid}/runs/{parent}/artifacts/report/report.html"
+    assert f"({link}?workflowType=machine_learning)" in line
     assert f"local copy `{local}`" in line
     record.start_parent(spec, design, "the study file")  # resumed: the pointer stays
     assert line in _experiment(record).tags[NOTE].splitlines()
@@ -138,7 +142,8 @@ def test_child_runs_describe_themselves_and_carry_source_tags_and_their_dataset(
     assert f"**Trial `{plan.key}`** of study `review`" in note
     assert f"`temperature` (τ) = {plan.factors['temperature']}" in note
     assert "- **Status:** scheduled · **examples seen:** 0 of 1,536" in note
-    assert f"- **Parent:** [review](#/experiments/{eid}/runs/{parent})" in note
+    parent_link = f"#/experiments/{eid}/runs/{parent}?workflowType=machine_learning"
+    assert f"- **Parent:** [review]({parent_link})" in note
     assert run.info.run_name == plan.run_name and "τ=" in run.info.run_name
 
     commit = _git("rev-parse", "HEAD").strip()
@@ -235,6 +240,23 @@ def test_parent_summary_metrics_from_a_results_table_worked_by_hand(recorded):
     m = record.client.get_run(parent).data.metrics
     assert m["study/best_mean"] == pytest.approx(0.95) and m["study/best_n"] == 1
     assert math.isnan(m["study/best_ci_low"]) and math.isnan(m["study/best_ci_high"])
+
+
+def test_a_summary_of_the_same_trials_is_not_written_twice(recorded, tmp_path):
+    record, _, _, parent, _ = recorded
+    df = _results([("p0", "finished", 0.1, 0.80), ("p0", "finished", 0.1, 0.84)])
+    record.log_summary(parent, df, TARGET, "max")
+    record.log_summary(parent, df, TARGET, "max")  # the study resumed: the same export
+    assert duplicated_metric_rows(tmp_path / "mlflow.db") == []
+    history = record.client.get_metric_history(parent, "study/best_mean")
+    assert [(m.step, m.value) for m in history] == [(2, pytest.approx(0.82))]
+    # the same count of finished trials with another value: one step further, never a twin row
+    changed = _results([("p0", "finished", 0.1, 0.80), ("p0", "finished", 0.1, 0.90)])
+    record.log_summary(parent, changed, TARGET, "max")
+    history = record.client.get_metric_history(parent, "study/best_mean")
+    assert sorted((m.step, round(m.value, 6)) for m in history) == [(2, 0.82), (3, 0.85)]
+    assert record.client.get_run(parent).data.metrics["study/best_mean"] == pytest.approx(0.85)
+    assert duplicated_metric_rows(tmp_path / "mlflow.db") == []
 
 
 def test_one_replicate_logs_no_interval_and_nothing_finished_logs_no_best(tmp_path):
