@@ -565,10 +565,10 @@ class StudyRecord:
         already written) and the runs table's saved views (``runs_views``)."""
         tags = self.client.get_experiment(self.experiment_id).tags
         note = study_note(spec, design, self.experiment_id, parent_id)
-        report = [ln for ln in tags.get(MLFLOW_RUN_NOTE, "").splitlines() if ln.startswith(
-            REPORT_LINE)]  # fmt: skip
-        if report and "not written yet" not in report[0]:
-            note = _replace_line(note, REPORT_LINE, report[0])
+        old = tags.get(MLFLOW_RUN_NOTE, "").splitlines()
+        report = next((line for line in old if line.startswith(REPORT_LINE)), None)
+        if report is not None and "not written yet" not in report:
+            note = _replace_line(note, REPORT_LINE, report)
         self.client.set_experiment_tag(self.experiment_id, MLFLOW_RUN_NOTE, note)
         now = int(time.time() * 1000)
         for key, (name, state) in runs_views(spec).items():
