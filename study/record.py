@@ -14,8 +14,12 @@ the tracking server, and an embedded SQLite store has a single writer.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import functools
+import hashlib
 import json
+import math
 import os
 import shlex
 import subprocess
@@ -27,9 +31,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param, RunTag, ViewType
+from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag, ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_GIT_COMMIT, MLFLOW_RUN_NOTE
 
 from analysis.record import (
     BLOCK_TAG,
@@ -41,13 +46,32 @@ from analysis.record import (
     encode_trial,
     study_runs,
 )
-from search_spaces.designs import PastTrial, TrialPlan
+from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
+from trainables.config import TrialConfig
+from trainables.data import DATA_FIELDS, data_key
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 SPEC_ARTIFACT = "study.yaml"
 MAX_PARAM, MAX_TAG = 6000, 8000  # MLflow's limits on a param's and a tag's value
 METRIC_PREFIXES = ("train/", "z/", "h/", "sim/", "probe/", "loss/", "time/", "trial/")
+# MLflow 3's UI opens an experiment as a GenAI one unless it is told otherwise: this kind opens
+# the runs table. Kinds the UI writes by itself (inferred) or none at all are not a user's choice.
+KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
+UNCHOSEN_KINDS = (
+    "", "no_inferred_type", "genai_development_inferred", "custom_model_development_inferred",
+)  # fmt: skip
+# The runs table's saved views (MLflow >= 3.x UI): an experiment tag of this prefix + an id
+# holds {name, createdAt, state}; ``#/experiments/<id>/runs?viewStateShareKey=<id>`` opens it.
+VIEW_TAG_PREFIX, VIEW_URL_KEY = "mlflow.sharedViewState.", "viewStateShareKey"
+# MLflow 3.17's UI picks its GenAI or model-training pages from a setting of the browser
+# (``mlflow.workflowType``, GenAI unless changed) that this URL parameter overrides.
+UI_MODE = "workflowType=machine_learning"
+TRIALS_VIEW, POINTS_VIEW = "study-trials", "study-points"
+KEY_METRICS = ("probe/knn_top1_h", "z/align", "z/uniform")
+REPORT_ARTIFACT = "report/report.html"
+REPORT_LINE, STATUS_LINE = "- **Latest report:**", "- **Status:**"
+SUMMARY_PREFIX = "study/"
 
 
 def default_tracking_uri(workdir: str | Path | None = None) -> str:
@@ -156,22 +180,45 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
         raise StudyError(f"tracking store {uri!r} cannot be read: {err.message}") from None
 
 
-def code_version() -> str:
+@functools.cache
+def git_head() -> tuple[str, bool] | None:
+    """(full commit, dirty?) of the checkout this code runs from; None outside a git checkout.
+    Read once per process: the code a driver runs is the code it loaded."""
     root = Path(__file__).resolve().parents[1]
     try:
         sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
             capture_output=True, text=True, timeout=5, check=True,
         ).stdout.strip()  # fmt: skip
         dirty = subprocess.run(
             ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True, text=True, timeout=5,
         ).stdout.strip()  # fmt: skip
-        return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        from importlib.metadata import version
+        return None
+    return (sha, bool(dirty)) if sha else None
 
-        return version("contrastive-studies")
+
+def code_version() -> str:
+    head = git_head()
+    if head is not None:
+        return head[0][:7] + ("-dirty" if head[1] else "")
+    from importlib.metadata import version
+
+    return version("contrastive-studies")
+
+
+def source_tags() -> dict[str, str]:
+    """MLflow's standard source tags, as ``mlflow.start_run`` writes them (``MlflowClient``
+    writes none): the user, the entry point (``sys.argv[0]``, e.g. the ``study`` command), the
+    source type LOCAL, and the git commit when the code runs from a git checkout."""
+    from mlflow.tracking.context.default_context import DefaultRunContext
+
+    tags = dict(DefaultRunContext().tags())
+    head = git_head()
+    if head is not None:
+        tags[MLFLOW_GIT_COMMIT] = head[0]
+    return tags
 
 
 def _flat_params(plan: TrialPlan) -> list[Param]:
@@ -237,6 +284,197 @@ def block_tags(spec: StudySpec) -> dict[str, str]:
     return {} if augments is None else {BLOCK_TAG: "2", "study.augments": augments.spec_sha}
 
 
+# ---------------------------------------------------------------------------------------------
+# what a reviewer reads in the MLflow UI: descriptions, links, views, the training dataset
+# ---------------------------------------------------------------------------------------------
+def run_link(experiment_id: str, run_id: str, tab: str = "") -> str:
+    """The UI's address of a run (or of one of its tabs, e.g. ``artifacts/report/report.html``),
+    relative to the UI's root: a Markdown link in a description opens it."""
+    tab = f"/{tab}" if tab else ""
+    return f"#/experiments/{experiment_id}/runs/{run_id}{tab}?{UI_MODE}"
+
+
+def view_link(experiment_id: str, view: str) -> str:
+    """The runs table opened on one of the experiment's saved views (``runs_views``)."""
+    return f"#/experiments/{experiment_id}/runs?{VIEW_URL_KEY}={view}&{UI_MODE}"
+
+
+def ui_url(uri: str, port: int = 5000) -> str:
+    """The address of the MLflow UI on this record: the server's own, or the one
+    :func:`ui_command` starts on this machine."""
+    if uri.startswith(("http://", "https://")):
+        return uri.rstrip("/") + "/"
+    return f"http://127.0.0.1:{port}/"
+
+
+def _column(kind: str, name: str) -> str:
+    """The runs table's column id (the UI's ``makeCanonicalSortKey``): kind.`name`."""
+    return f"{kind}.`{name}`"
+
+
+def key_metrics(spec: StudySpec) -> list[str]:
+    """The target and the alignment/uniformity pair, each once."""
+    return list(dict.fromkeys([spec.target.metric, *KEY_METRICS]))
+
+
+def runs_views(spec: StudySpec) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The runs table's saved views of a study: view id -> (name, state). The state holds the
+    UI's search facets (filter, sort) and UI state (visible columns, grouping) that the UI
+    reads from a shared view; every other setting keeps the UI's default."""
+    columns = [
+        _column("attributes", "Dataset"),
+        *(_column("params", f) for f in spec.factors),
+        *(_column("metrics", m) for m in key_metrics(spec)),
+        _column("tags", "study.point_id"),
+    ]
+    trials = {
+        "searchFilter": "tags.`study.role` = 'trial'",
+        "orderByKey": _column("metrics", spec.target.metric),
+        "orderByAsc": spec.target.mode == "min",
+        "selectedColumns": columns,
+        "runsHiddenMode": "SHOW_ALL",
+    }
+    points = trials | {
+        "groupBy": {
+            "aggregateFunction": "average",
+            "groupByKeys": [{"mode": "param", "groupByData": f} for f in spec.factors],
+        },
+    }
+    target = spec.target.metric
+    return {
+        TRIALS_VIEW: (f"{spec.study}: trials by {target}", trials),
+        POINTS_VIEW: (f"{spec.study}: design points, mean over replicates", points),
+    }
+
+
+def _shown_factor(name: str, factor) -> str:
+    values = (
+        ", ".join(str(v) for v in factor.levels)
+        if factor.levels is not None
+        else f"{factor.range[0]:g} to {factor.range[1]:g}"
+    )
+    scale = f", {factor.scale} scale" if factor.is_numeric else ""
+    return f"`{name}` ({values}{scale})"
+
+
+def _replace_line(text: str, prefix: str, line: str) -> str:
+    """``text`` with its first line that starts with ``prefix`` replaced by ``line`` (appended
+    when there is none)."""
+    lines = text.splitlines()
+    for i, old in enumerate(lines):
+        if old.startswith(prefix):
+            lines[i] = line
+            return "\n".join(lines)
+    return "\n".join([*lines, line])
+
+
+def _report_line(experiment_id: str, parent_id: str | None, local: str | Path | None) -> str:
+    if parent_id is None or local is None:
+        return (
+            f"{REPORT_LINE} not written yet; when the study finishes it is attached to the "
+            f"parent run as `{REPORT_ARTIFACT}`"
+        )
+    link = run_link(experiment_id, parent_id, f"artifacts/{REPORT_ARTIFACT}")
+    stamp = time.strftime("%Y-%m-%d %H:%M")
+    return (
+        f"{REPORT_LINE} [{REPORT_ARTIFACT}]({link}) in the parent run's artifacts "
+        f"(written {stamp}); local copy `{local}`"
+    )
+
+
+def study_note(spec: StudySpec, design, experiment_id: str, parent_id: str) -> str:
+    """The experiment's description (Markdown): what the study is for, its factors, design and
+    compute per trial, links to the runs table's views, and a line for the latest report."""
+    totals = design.totals()
+    sample = design.sample_config()
+    per_trial = totals.get("examples_per_trial")
+    if "budget_examples" in spec.factors or per_trial is None:
+        compute = "each trial's own `budget_examples` (a factor of the study)"
+    else:
+        compute = f"{per_trial:,} examples (`budget_examples`)"
+    data = "the datasets it varies" if "dataset" in spec.factors else f"`{sample.dataset}`"
+    augments = spec.design.augments
+    block = f", augmenting the finished factorial `{augments.spec_sha}`" if augments else ""
+    direction = "higher" if spec.target.mode == "max" else "lower"
+    views = runs_views(spec)
+    lines = [
+        f"**Study `{spec.study}`**: {spec.description.strip()[:4000] or '(no description)'}",
+        "",
+        "- **Factors:** " + "; ".join(_shown_factor(n, f) for n, f in spec.factors.items()),
+        f"- **Design:** {spec.design.kind}{block}, {totals['replicates']} replicate(s): "
+        f"{totals['trials']} trials at {totals['points']} points "
+        f"([parent run]({run_link(experiment_id, parent_id)}))",
+        f"- **Compute per trial:** {compute} of {data}",
+        f"- **Target:** `{spec.target.metric}`, {direction} is better",
+        "- **Runs table:** "
+        + " · ".join(f"[{name}]({view_link(experiment_id, key)})"
+                     for key, (name, _) in views.items())
+        + " (also under *Saved views*)",
+        _report_line(experiment_id, None, None),
+    ]  # fmt: skip
+    return "\n".join(lines)
+
+
+def _factor_text(plan: TrialPlan) -> str:
+    parts = []
+    for name, value in plan.factors.items():
+        short = ABBREVIATIONS.get(name)
+        parts.append(f"`{name}`{f' ({short})' if short else ''} = {value}")
+    return "; ".join(parts)
+
+
+def _status_line(status: str, examples_seen: int | None, budget: int | str | None) -> str:
+    seen = "not recorded" if examples_seen is None else f"{int(examples_seen):,}"
+    of = f" of {int(budget):,}" if budget not in (None, "") else ""
+    return f"{STATUS_LINE} {status} · **examples seen:** {seen}{of}"
+
+
+def trial_note(plan: TrialPlan, study: str, experiment_id: str, parent_id: str) -> str:
+    """A child run's description (Markdown) when it is created: its factor values, status,
+    examples seen and its parent run."""
+    return "\n".join([
+        f"**Trial `{plan.key}`** of study `{study}`: point `{plan.point_id}`, replicate "
+        f"{plan.replicate} (seed {plan.seed})",
+        "",
+        f"- **Factors:** {_factor_text(plan)}",
+        _status_line("scheduled", 0, plan.config.budget_examples),
+        f"- **Parent:** [{study}]({run_link(experiment_id, parent_id)})",
+    ])  # fmt: skip
+
+
+def data_fields(config: TrialConfig) -> dict[str, Any]:
+    """The TrialConfig fields the training data depends on (``trainables.data.DATA_FIELDS``)."""
+    return {name: getattr(config, name) for name in DATA_FIELDS}
+
+
+def training_dataset(config: TrialConfig) -> DatasetInput:
+    """The trial's training data as an MLflow dataset input (context ``training``), read without
+    loading any data. Name: the ``dataset`` field; digest: a fingerprint of
+    ``trainables.data.data_key`` (the data fields and, for data on disk, the size and time of
+    every file under ``data_root``, as the trainables key their cache of a dataset); source: the
+    data root, or the loader of digits and of the toy data; profile: the data fields."""
+    from mlflow.data.code_dataset_source import CodeDatasetSource
+    from mlflow.data.dataset_source_registry import get_dataset_source_from_json
+    from mlflow.data.meta_dataset import MetaDataset
+
+    if config.dataset == "digits":
+        source = CodeDatasetSource({"loader": "sklearn.datasets.load_digits"})
+    elif config.dataset == "toy":
+        source = CodeDatasetSource({"loader": "trainables.data.toy_samples"})
+    else:
+        root = str(Path(config.data_root or "").expanduser().resolve())
+        source = get_dataset_source_from_json(json.dumps({"uri": root}), "local")
+    key = json.dumps(data_key(config), default=str)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
+    meta = MetaDataset(source, name=config.dataset, digest=digest).to_dict()
+    profile = {k: v for k, v in data_fields(config).items() if v is not None}
+    dataset = Dataset(
+        meta["name"], meta["digest"], meta["source_type"], meta["source"],
+        profile=json.dumps(profile, default=str),
+    )  # fmt: skip
+    return DatasetInput(dataset, [InputTag(MLFLOW_DATASET_CONTEXT, "training")])
+
+
 class StudyRecord:
     """Reads and writes one study's runs in one MLflow tracking store."""
 
@@ -249,18 +487,22 @@ class StudyRecord:
             location = None
             if artifact_root is not None:
                 location = Path(artifact_root).resolve().as_uri()
-            self.experiment_id = self.client.create_experiment(study, artifact_location=location)
+            self.experiment_id = self.client.create_experiment(
+                study, artifact_location=location, tags={KIND_TAG: KIND}
+            )
         else:
             self.experiment_id = experiment.experiment_id
         self.logging_s = 0.0  # time spent writing metrics, for the benchmark
+        self._datasets: dict[tuple, DatasetInput] = {}  # data fields -> the dataset input
 
     def __getstate__(self) -> dict[str, Any]:
         # Ray pickles the Tuner's callbacks with its experiment state; the client is rebuilt.
-        return {k: v for k, v in self.__dict__.items() if k != "client"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("client", "_datasets")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.client = MlflowClient(self.uri)
+        self._datasets = {}
 
     # -- lookups --
     def _runs(self, role: str) -> list:
@@ -309,10 +551,119 @@ class StudyRecord:
             f"Rename the study to start a new one, or restore the original file.\n{diff}"
         )
 
+    # -- the experiment: its kind, its description, the runs table's views --
+    def ensure_kind(self) -> None:
+        """Mark the experiment as model development (MLflow 3's UI then opens its runs table,
+        not its GenAI view), unless a user chose a kind: experiments made before this tag was
+        written get it on the study's next run."""
+        tags = self.client.get_experiment(self.experiment_id).tags
+        if tags.get(KIND_TAG, "") in UNCHOSEN_KINDS:
+            self.client.set_experiment_tag(self.experiment_id, KIND_TAG, KIND)
+
+    def describe_study(self, spec: StudySpec, design, parent_id: str) -> None:
+        """Write the experiment's description (``study_note``, keeping the pointer to a report
+        already written) and the runs table's saved views (``runs_views``)."""
+        tags = self.client.get_experiment(self.experiment_id).tags
+        note = study_note(spec, design, self.experiment_id, parent_id)
+        old = tags.get(MLFLOW_RUN_NOTE, "").splitlines()
+        report = next((line for line in old if line.startswith(REPORT_LINE)), None)
+        if report is not None and "not written yet" not in report:
+            note = _replace_line(note, REPORT_LINE, report)
+        self.client.set_experiment_tag(self.experiment_id, MLFLOW_RUN_NOTE, note)
+        now = int(time.time() * 1000)
+        for key, (name, state) in runs_views(spec).items():
+            created = now
+            with contextlib.suppress(KeyError, ValueError, TypeError):
+                created = int(json.loads(tags[VIEW_TAG_PREFIX + key])["createdAt"])
+            envelope = {"name": name, "createdAt": created, "updatedAt": now,
+                        "state": json.dumps(state)}  # fmt: skip
+            self.client.set_experiment_tag(
+                self.experiment_id, VIEW_TAG_PREFIX + key, json.dumps(envelope)
+            )
+
+    def point_to_report(self, parent_id: str, local: str | Path | None = None) -> None:
+        """Point the experiment's description at the report just attached to ``parent_id``
+        (``report/report.html``), and at its local copy when there is one."""
+        note = self.client.get_experiment(self.experiment_id).tags.get(MLFLOW_RUN_NOTE, "")
+        local = Path(local).resolve() if local is not None else "not kept"
+        line = _report_line(self.experiment_id, parent_id, local)
+        self.client.set_experiment_tag(
+            self.experiment_id, MLFLOW_RUN_NOTE, _replace_line(note, REPORT_LINE, line)
+        )
+
+    # -- the parent run --
+    def set_parent_note(self, run_id: str, markdown: str) -> None:
+        """Replace the parent run's description (``mlflow.note.content``, Markdown) with
+        ``markdown``, e.g. the study's findings once its report is written.
+
+        Raises:
+            ValueError: the text is longer than MLflow's limit for a tag (8000 characters).
+        """
+        if len(markdown) > MAX_TAG:
+            raise ValueError(
+                f"a parent run's description is at most {MAX_TAG} characters (MLflow's limit for "
+                f"a tag), got {len(markdown)}"
+            )
+        self.client.set_tag(run_id, MLFLOW_RUN_NOTE, markdown)
+
+    def log_summary(self, run_id: str, df, metric: str, mode: str):
+        """The study's summary on its parent run, from the results table ``df``: metrics
+        ``study/trials``, ``study/trials_finished`` and, when a finished trial has a value of
+        ``metric``, ``study/best_mean``, ``study/best_n`` and the 95 % t interval
+        ``study/best_ci_low`` and ``study/best_ci_high`` (only when the best point has two
+        replicates or more: no interval is never logged as one of zero width; an interval
+        logged earlier for another best point is overwritten with NaN); tags
+        ``study.best_point_id``, ``study.best_factors`` (JSON), ``study.target_metric`` and
+        ``study.target_mode``. Step: the number of finished trials (a value already logged
+        there is not logged again: see ``_summary_step``). Returns the
+        :class:`analysis.best.BestPoint`, or None when nothing finished with a value.
+        """
+        from analysis.best import best_point, finished_trials
+
+        stamp = int(time.time() * 1000)
+        finished = len(finished_trials(df))
+        values = {"trials": float(len(df)), "trials_finished": float(finished)}
+        tags = {"study.target_metric": metric, "study.target_mode": mode}
+        best = None
+        if metric in df.columns:  # else no trial logged it (every one failed early)
+            with contextlib.suppress(LookupError):  # no finished trial has a value of it
+                best = best_point(df, metric, mode)
+        if best is not None:
+            values |= {"best_mean": best.mean, "best_n": float(best.n)}
+            tags |= {"study.best_point_id": best.point_id,
+                     "study.best_factors": json.dumps(best.factors, default=str)}  # fmt: skip
+            logged = self.client.get_run(run_id).data.metrics
+            if best.has_interval:
+                values |= {"best_ci_low": best.ci_low, "best_ci_high": best.ci_high}
+            elif f"{SUMMARY_PREFIX}best_ci_low" in logged:
+                values |= {"best_ci_low": float("nan"), "best_ci_high": float("nan")}
+        metrics = []
+        for name, value in values.items():
+            step = self._summary_step(run_id, SUMMARY_PREFIX + name, float(value), finished)
+            if step is not None:
+                metrics.append(Metric(SUMMARY_PREFIX + name, float(value), stamp, step))
+        self.client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
+        return best
+
+    def _summary_step(self, run_id: str, key: str, value: float, step: int) -> int | None:
+        """The step to log a summary metric at: ``step`` (the finished trials), or None when the
+        run already holds this value there (a resumed study exports the same trials again, and
+        no (run, metric, step) row is written twice); a different value there (the table
+        changed under the same count) goes one step past the last."""
+        history = self.client.get_metric_history(run_id, key)
+        there = [m.value for m in history if m.step == step]
+        if not there:
+            return step
+        if there[-1] == value or (math.isnan(there[-1]) and math.isnan(value)):
+            return None
+        return max(m.step for m in history) + 1
+
     def start_parent(self, spec: StudySpec, design, source_text: str) -> str:
+        self.ensure_kind()
         parent = self.parent()
         if parent is not None and not opens_block(parent, spec):
             self.client.update_run(parent.info.run_id, status="RUNNING")
+            self.describe_study(spec, design, parent.info.run_id)
             return parent.info.run_id
         run = self.client.create_run(
             self.experiment_id,
@@ -320,7 +671,7 @@ class StudyRecord:
             tags={
                 "study.name": spec.study, "study.role": PARENT, "study.spec_sha": spec.sha,
                 "study.code_version": code_version(), "study.design": spec.design.kind,
-                "mlflow.note.content": spec.description, **block_tags(spec),
+                MLFLOW_RUN_NOTE: spec.description, **block_tags(spec), **source_tags(),
             },
         )  # fmt: skip
         run_id = run.info.run_id
@@ -329,7 +680,9 @@ class StudyRecord:
             Param("factors", ", ".join(spec.factors)), Param("trials", str(design.total)),
             Param("resources", json.dumps(spec.resources.model_dump())),
             Param("factor_scales", json.dumps({n: f.scale for n, f in spec.factors.items()})),
+            Param("target_metric", spec.target.metric), Param("target_mode", spec.target.mode),
         ], tags=[RunTag(f"study.check.{k}", v) for k, v in self_checks().items()])  # fmt: skip
+        self.describe_study(spec, design, run_id)
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / SPEC_ARTIFACT).write_text(spec_yaml(spec))
             (Path(tmp) / "study_file.yaml").write_text(source_text)
@@ -362,12 +715,28 @@ class StudyRecord:
                 "study.trial_key": plan.key, "study.spec_sha": spec_sha,
                 "study.code_version": code_version(), "study.attempts": "0",
                 TRIAL_CONFIG_TAG: trial_json(plan),
-                **({BLOCK_TAG: str(plan.block)} if plan.block else {}),
+                MLFLOW_RUN_NOTE: trial_note(plan, self.study, self.experiment_id, parent_id),
+                **({BLOCK_TAG: str(plan.block)} if plan.block else {}), **source_tags(),
             },
         )  # fmt: skip
         self.client.log_batch(run.info.run_id, params=_flat_params(plan))
+        self.client.log_inputs(run.info.run_id, datasets=[self._dataset(plan.config)])
         self.client.update_run(run.info.run_id, status="SCHEDULED")
         return run.info.run_id
+
+    def _dataset(self, config: TrialConfig) -> DatasetInput:
+        """The trial's training dataset input, made once per data fields in this record (data on
+        disk is fingerprinted by walking its files, so not once per trial)."""
+        key = tuple(data_fields(config).values())
+        if key not in self._datasets:
+            self._datasets[key] = training_dataset(config)
+        return self._datasets[key]
+
+    def _note_status(self, run, status: str, examples_seen: int | None) -> RunTag:
+        """The child run's description with its status line rewritten."""
+        note = run.data.tags.get(MLFLOW_RUN_NOTE, "")
+        line = _status_line(status, examples_seen, run.data.params.get("budget_examples"))
+        return RunTag(MLFLOW_RUN_NOTE, _replace_line(note, STATUS_LINE, line))
 
     def last_logged_step(self, run_id: str) -> int:
         """Largest examples-seen step already logged in the run (-1 when none)."""
@@ -377,7 +746,9 @@ class StudyRecord:
     def begin_attempt(self, run_id: str) -> None:
         run = self.client.get_run(run_id)
         attempts = int(run.data.tags.get("study.attempts", "0")) + 1
-        self.client.set_tag(run_id, "study.attempts", str(attempts))
+        seen = run.data.metrics.get("train/examples_seen")
+        note = self._note_status(run, f"running (attempt {attempts})", seen or 0)
+        self.client.log_batch(run_id, tags=[RunTag("study.attempts", str(attempts)), note])
         self.client.update_run(run_id, status="RUNNING")
 
     def log_evaluation(self, run_id: str, result: dict[str, Any], step: int) -> None:
@@ -396,7 +767,13 @@ class StudyRecord:
 
     def finish_trial(self, run_id: str, summary: dict[str, Any]) -> None:
         t0 = time.perf_counter()
-        tags = [RunTag("study.trial_status", str(summary.get("status", "finished")))]
+        status = str(summary.get("status", "finished"))
+        seen = summary.get("examples_seen")
+        seen = int(seen) if isinstance(seen, int | float) else None
+        tags = [
+            RunTag("study.trial_status", status),
+            self._note_status(self.client.get_run(run_id), status, seen),
+        ]
         if summary.get("node_id"):
             tags.append(RunTag("study.node_id", str(summary["node_id"])))
         stamp = int(time.time() * 1000)
@@ -410,8 +787,13 @@ class StudyRecord:
         self.logging_s += time.perf_counter() - t0
 
     def fail_trial(self, run_id: str, message: str) -> None:
-        self.client.set_tag(run_id, "study.trial_status", "failed")
-        self.client.set_tag(run_id, "study.error", message[:4000])
+        run = self.client.get_run(run_id)
+        seen = run.data.metrics.get("train/examples_seen")
+        tags = [
+            RunTag("study.trial_status", "failed"), RunTag("study.error", message[:4000]),
+            self._note_status(run, "failed", None if seen is None else int(seen)),
+        ]  # fmt: skip
+        self.client.log_batch(run_id, tags=tags)
         self.client.set_terminated(run_id, "FAILED")
 
     def end_unfinished(self, parent_id: str, status: str = "FAILED") -> None:
@@ -440,5 +822,5 @@ class StudyRecord:
 
 __all__ = [
     "StudyRecord", "check_store", "check_tracking_uri", "default_tracking_uri", "mlflow_command",
-    "shell_command", "ui_command",
+    "shell_command", "ui_command", "ui_url", "view_link",
 ]  # fmt: skip

@@ -23,7 +23,8 @@ def make_report(
     """Analyse a study from its record and/or a results Parquet, and write the report.
 
     When the tracking store holds the study, the report folder is attached to its parent run
-    under ``report/``. Returns (the JSON summary, the folder).
+    under ``report/`` and the experiment's description points at it. Returns (the JSON summary,
+    the folder).
     """
     # A results file, when given, is the table (the study just wrote it, or the user has it);
     # the record, when there is one, adds the histories and receives the report.
@@ -35,8 +36,10 @@ def make_report(
     folder = Path(out) if out else Path("studies") / study / "report"
     analysis = analyse(df)
     write_report(analysis, folder, history)
-    if record is not None and record.parent() is not None:
-        record.client.log_artifacts(record.parent().info.run_id, str(folder), "report")
+    parent = record.parent() if record is not None else None
+    if parent is not None:
+        record.client.log_artifacts(parent.info.run_id, str(folder), "report")
+        record.point_to_report(parent.info.run_id, folder / "report.html")
     return analysis.to_json(), folder
 
 

@@ -28,6 +28,7 @@ from search_spaces.spec import StudyError, StudySpec, load_spec, parse_spec
 from study.export import export_parquet
 from study.progress import ProgressView, StudyProgress
 from study.record import (
+    TRIALS_VIEW,
     StudyRecord,
     check_plan_fits,
     check_store,
@@ -36,6 +37,8 @@ from study.record import (
     shell_command,
     tool,
     ui_command,
+    ui_url,
+    view_link,
 )
 from trainables.data import check_data
 
@@ -500,6 +503,8 @@ def run_study(
     if not quiet:
         print(f"study {spec.study}: {counts} · results {results}")
         print(f"MLflow UI: {ui_command(tracking_uri)}")
+        table = ui_url(tracking_uri) + view_link(record.experiment_id, TRIALS_VIEW)
+        print(f"its trials, factors and key metrics, sorted by {spec.target.metric}: {table}")
     return outcome
 
 
@@ -549,8 +554,20 @@ def _export_and_report(
     rerun: str, quiet: bool,
 ) -> Path:  # fmt: skip
     results = _export(record, parent_id, study_dir / RESULTS_FILE, spec, tracking_uri, rerun)
+    _summarise(record, parent_id, results, spec)
     _report(record, results, tracking_uri, study_dir / "report", quiet)
     return results
+
+
+def _summarise(record: StudyRecord, parent_id: str, results: Path, spec: StudySpec) -> None:
+    """The parent run's summary metrics (trials finished, the best point's mean and interval)
+    from the results table just exported; a failure here never loses the record."""
+    from analysis.load import read_results
+
+    try:
+        record.log_summary(parent_id, read_results(results), spec.target.metric, spec.target.mode)
+    except Exception as err:  # the study itself is complete and recorded
+        print(f"the parent run's summary was not logged: {type(err).__name__}: {err}")
 
 
 def _interrupted(err: BaseException) -> bool:

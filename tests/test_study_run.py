@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
 from browserkit import start_mlflow_server, stop_mlflow_server
+from mlflow.tracking import MlflowClient
 from studykit import (
     child_runs,
     duplicated_metric_rows,
@@ -52,6 +54,7 @@ def test_default_smoke_study_records_everything_once(workdir, ray_tmp):
         assert run.info.run_name.startswith("τ=")
         assert "probe/knn_top1_h" in run.data.metrics and "z/align" in run.data.metrics
     assert duplicated_metric_rows(workdir / "mlflow.db") == []
+    _assert_made_for_review(uri, name, parents[0], children)
     table = pq.read_table(outcome.results)
     assert table.num_rows == 4
     assert table.schema.metadata[b"schema_version"] == b"1"
@@ -64,6 +67,36 @@ def test_default_smoke_study_records_everything_once(workdir, ray_tmp):
     again = run_study(None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True)
     assert again.launched == 0 and len(child_runs(uri, name)) == 4
     assert duplicated_metric_rows(workdir / "mlflow.db") == []
+
+
+def _assert_made_for_review(uri: str, name: str, parent, children: list) -> None:
+    """Issue 11, item 1: the record a reviewer opens in the MLflow UI."""
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(name)
+    eid, pid = experiment.experiment_id, parent.info.run_id
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    note = experiment.tags["mlflow.note.content"]
+    assert f"#/experiments/{eid}/runs/{pid}/artifacts/report/report.html" in note
+    assert str(Path("studies") / name / "report" / "report.html") in note
+    assert "viewStateShareKey=study-trials" in note
+    assert "mlflow.sharedViewState.study-trials" in experiment.tags
+    summary = parent.data.metrics  # 4 finished trials, one replicate each: no interval
+    assert summary["study/trials"] == 4 and summary["study/trials_finished"] == 4
+    assert summary["study/best_n"] == 1 and math.isfinite(summary["study/best_mean"])
+    assert not {"study/best_ci_low", "study/best_ci_high"} & set(summary)
+    best = [c for c in children if c.data.tags["study.point_id"] == parent.data.tags[
+        "study.best_point_id"]]  # fmt: skip
+    assert best[0].data.metrics["probe/knn_top1_h"] == summary["study/best_mean"]
+    assert max(c.data.metrics["probe/knn_top1_h"] for c in children) == summary["study/best_mean"]
+    for run in (parent, *children):
+        assert run.data.tags["mlflow.source.type"] == "LOCAL" and run.data.tags["mlflow.user"]
+    for run in children:
+        note = run.data.tags["mlflow.note.content"]
+        examples = int(run.data.params["budget_examples"])
+        assert f"- **Status:** finished · **examples seen:** {examples:,} of {examples:,}" in note
+        assert f"#/experiments/{eid}/runs/{pid}" in note
+        inputs = client.get_run(run.info.run_id).inputs.dataset_inputs
+        assert [i.dataset.name for i in inputs] == ["digits"]  # once, however many attempts
 
 
 def test_changed_study_file_is_refused_with_the_difference(workdir, ray_tmp):

@@ -1,0 +1,135 @@
+"""The best design point of a study and the interval of its mean: the parent run's summary.
+
+A *point* is the set of trials (replicates) that share a ``point_id``; its value is the mean of
+the target metric over its finished replicates. The best point is the one with the best mean in
+the target's direction (``max`` or ``min``), and its 95 % interval is Student's t interval over
+its replicates: ``mean ± t(0.975, n - 1) · s / √n`` with ``s`` the sample standard deviation
+(``ddof = 1``). One replicate gives no interval (``ci_low`` and ``ci_high`` are None), never an
+interval of zero width.
+
+Pure: reads a results frame (``analysis.load``), writes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from scipy import stats
+
+FINISHED = "finished"
+MODES = ("max", "min")
+
+
+@dataclass(frozen=True)
+class BestPoint:
+    """The best design point of a study.
+
+    ``point_id``: the point's id in the record (``study.point_id``); ``factors``: its factor
+    values (factor -> value, as the results table holds them); ``metric`` and ``mode``: the
+    target it is best for; ``n``: its finished replicates with a value of the metric; ``mean``:
+    their mean, in the metric's own units; ``ci_low`` and ``ci_high``: the 95 % t interval of
+    that mean, None when ``n`` < 2; ``finished``: finished trials in the whole table;
+    ``points``: design points with at least one finished value.
+    """
+
+    point_id: str
+    factors: dict[str, Any]
+    metric: str
+    mode: str
+    n: int
+    mean: float
+    ci_low: float | None
+    ci_high: float | None
+    finished: int = 0
+    points: int = 0
+    level: float = 0.95
+
+    @property
+    def has_interval(self) -> bool:
+        return self.ci_low is not None and self.ci_high is not None
+
+
+def finished_trials(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of trials that finished (``status`` == ``finished``); every row when the table
+    has no ``status`` column. Failed, killed, collapsed and diverged trials are left out."""
+    return df[df["status"] == FINISHED] if "status" in df.columns else df
+
+
+def t_interval(values: list[float], level: float = 0.95) -> tuple[float | None, float | None]:
+    """Student's t interval of the mean of ``values`` at ``level``; (None, None) for fewer than
+    two values."""
+    n = len(values)
+    if n < 2:
+        return None, None
+    mean = math.fsum(values) / n
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def best_point(
+    df: pd.DataFrame, metric: str, mode: str, factors: list[str] | None = None, level: float = 0.95
+) -> BestPoint:
+    """The point with the best mean of ``metric`` among finished trials, with its t interval.
+
+    Args:
+        df: one row per trial (the results table: ``analysis.load.read_results`` or
+            ``load_study``), with columns ``point_id``, ``metric`` and, optionally, ``status``
+            (only ``finished`` rows count; all rows when absent) and the factor columns.
+        metric: the target metric's column, e.g. ``probe/knn_top1_h``.
+        mode: ``max`` (higher is better) or ``min``.
+        factors: the factor columns to report; default ``df.attrs["factors"]``.
+        level: the interval's coverage, 0 < level < 1.
+
+    NaN values of the metric (a finished trial that logged none) are left out of their point;
+    a point with no value left is not a candidate. Ties of the mean go to the point with more
+    replicates, then to the point whose ``point_id`` sorts first.
+
+    Raises:
+        ValueError: ``metric`` is not a column of ``df`` (the message names it and the metric
+            columns there are), ``mode`` is not max or min, ``level`` is outside (0, 1), or
+            ``df`` has no ``point_id`` column.
+        LookupError: no finished trial has a value of ``metric``.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    if metric not in df.columns:
+        known = sorted(c for c in df.columns if "/" in str(c))
+        raise ValueError(
+            f"metric {metric!r} is not in the results table; its metrics are: "
+            f"{', '.join(known) or 'none'}"
+        )
+    if "point_id" not in df.columns:
+        raise ValueError("the results table has no point_id column")
+    factors = list(df.attrs.get("factors", []) if factors is None else factors)
+    done = finished_trials(df)
+    values = pd.to_numeric(done[metric], errors="coerce")
+    valued = done[values.notna()].assign(_value=values[values.notna()].astype(float))
+    if valued.empty:
+        raise LookupError(f"no finished trial has a value of {metric!r}")
+    candidates = []
+    for point_id, rows in valued.groupby("point_id", sort=True):
+        v = rows["_value"].tolist()
+        candidates.append((math.fsum(v) / len(v), len(v), str(point_id), rows))
+    sign = -1.0 if mode == "max" else 1.0
+    mean, n, point_id, rows = min(candidates, key=lambda c: (sign * c[0], -c[1], c[2]))
+    low, high = t_interval(rows["_value"].tolist(), level)
+    first = rows.iloc[0]
+    chosen = {name: _plain(first[name]) for name in factors if name in rows.columns}
+    return BestPoint(
+        point_id, chosen, metric, mode, n, mean, low, high,
+        finished=len(done), points=len(candidates), level=level,
+    )  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value (for JSON and for messages)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+__all__ = ["BestPoint", "best_point", "finished_trials", "t_interval"]
