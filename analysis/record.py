@@ -177,7 +177,11 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
         "scales": params.get("factor_scales", "{}"),
         "design": params.get("design", ""),
         # {"metric", "mode"} of the study file; absent from studies recorded before it was logged
-        "target": params.get("target", ""),
+        "target": json.dumps(
+            {"metric": params["target_metric"], "mode": params.get("target_mode", "max")}
+        )
+        if params.get("target_metric")
+        else "",
     }
     return rows_table(rows, metadata)
 

@@ -3,7 +3,9 @@ written as one self-contained ``report.html`` (figures embedded) plus the pieces
 
 Compute first (:func:`analyse` returns a frozen :class:`StudyAnalysis`), then write
 (:func:`write_report`). The JSON summary is the contract of ``study report --json``: ``study``,
-``n_trials``, ``responses`` (metric -> ``model``, ``status``, ``r2``, ``adj_r2``, ``press``,
+``headline`` (:class:`analysis.headline.Headline`: ``sentence``, ``target``, ``found``,
+``not_detected``, ``best``, ``next_step`` and the terminal's ``lines``), ``n_trials``,
+``responses`` (metric -> ``model``, ``status``, ``r2``, ``adj_r2``, ``press``,
 ``pred_r2``, ``lack_of_fit_p``, ``stationary_kind``, ``optimum``, ``predicted``, ``interval``,
 ``notes``, and for a fitted one ``blocks``, ``error_ms``, ``error_ms_without_blocks``,
 ``model_p``, ``beats_mean``, ``findings`` (the sentences, findings first) and ``effects``) and
@@ -70,6 +72,7 @@ class Findings:
     optimum: str | None
     block: str | None
     effects: tuple[Effect, ...]
+    detected: tuple[str, ...] = ()  # the factors of the effects in ``found``
 
     def sentences(self) -> list[str]:
         return [s for s in (self.headline, *self.found, *self.not_detected, self.optimum,
@@ -125,20 +128,27 @@ class StudyAnalysis:
     results: pd.DataFrame = field(repr=False)
 
     def to_json(self) -> dict[str, Any]:
+        from analysis.headline import headline
+
         return {
             "study": self.study,
+            "headline": headline(self).to_json(),
             "n_trials": self.n_trials,
             "responses": {name: fit.to_json() for name, fit in self.fits.items()},
             "frontier": sorted(set(self.frontier.get("point_id", pd.Series(dtype=str)))),
         }
 
 
-def fit_best_supported(df: pd.DataFrame, response: str, blocks: str | None = None) -> ResponseFit:
+def fit_best_supported(
+    df: pd.DataFrame, response: str, blocks: str | None = None, goal: str | None = None
+) -> ResponseFit:
     """The richest model of :data:`MODEL_LADDER` the design supports, with ``blocks`` as an
     additive block term when given (on a rung where the block term does not fit, that rung
-    without it); its :class:`Findings` attached."""
+    without it); its :class:`Findings` attached. ``goal`` (max | min) is the direction of its
+    optimum, by default the response's usual one (:func:`analysis.surface.default_goal`)."""
     reasons = []
-    for name, options in MODEL_LADDER:
+    for name, base in MODEL_LADDER:
+        options = {**base, "goal": goal}
         try:
             surface = without = None
             if blocks is not None:
@@ -265,15 +275,19 @@ def findings(fit: ResponseFit) -> Findings | None:
           else f"95% CI {_num(s.interval[0], '.4g')} … {_num(s.interval[1], '.4g')}")  # fmt: skip
     optimum = (f"Predicted optimum in the design region: {point} → {_num(s.predicted, '.4g')} "
                f"({ci}).")  # fmt: skip
-    return Findings(s.response, True, headline, found, missed, optimum, block, effects)
+    return Findings(s.response, True, headline, found, missed, optimum, block, effects,
+                    tuple(e.factor for e in detected))  # fmt: skip
 
 
 def analyse(df: pd.DataFrame, responses: tuple[str, ...] | None = None) -> StudyAnalysis:
     """Every response surface and the alignment–uniformity frontier of a results frame. When
-    seeds are common across points (:func:`common_seed_blocks`), the replicate is a block."""
+    seeds are common across points (:func:`common_seed_blocks`), the replicate is a block. The
+    study's target metric (``df.attrs["target"]``) is optimised in its own direction."""
     responses = tuple(r for r in (responses or DEFAULT_RESPONSES) if r in df)
     blocks = run_blocks(df) or common_seed_blocks(df)
-    fits = {r: fit_best_supported(df, r, blocks) for r in responses}
+    target = df.attrs.get("target") if isinstance(df.attrs.get("target"), dict) else {}
+    goals = {target.get("metric"): target.get("mode")}
+    fits = {r: fit_best_supported(df, r, blocks, goals.get(r)) for r in responses}
     finished = df[df["status"] == "finished"] if "status" in df else df
     frontier = (
         pareto_frontier(finished, {"z/align": "min", "z/uniform": "min"})
@@ -334,12 +348,62 @@ def _fit_html(fit: ResponseFit) -> str:
     )
 
 
+_STYLE = """
+body{font-family:system-ui,sans-serif;max-width:1100px;margin:0 auto;padding:1em;
+line-height:1.45;overflow-wrap:anywhere}
+img{max-width:100%;height:auto} figure{margin:1.5em 0}
+figcaption{font-size:0.9em;color:#333}
+.scroll{overflow-x:auto;max-width:100%} table{border-collapse:collapse;font-size:0.85em}
+td,th{border:1px solid #ccc;padding:2px 6px;overflow-wrap:normal}
+pre,code{white-space:pre-wrap}
+.lead{font-size:1.15em} #headline{border-left:4px solid #2a6;padding-left:1em}
+nav ol{columns:2 14em}
+"""
+
+
+def _scrolling_tables(markup: str) -> str:
+    """Wide tables scroll inside their own box, so a narrow screen never scrolls the page."""
+    return markup.replace("<table", '<div class="scroll"><table').replace(
+        "</table>", "</table></div>"
+    )
+
+
+def _markdown_html(text: str) -> str:
+    """Markdown (CommonMark with tables) as HTML, rendered by markdown-it-py."""
+    from markdown_it import MarkdownIt
+
+    return _scrolling_tables(MarkdownIt("commonmark", {"html": False}).enable("table").render(text))
+
+
+def _figure_html(name: str, png: Path) -> str:
+    from analysis.plots import caption
+
+    return (
+        f'<figure id="figure-{html.escape(name)}"><img src="{_png_data_uri(png)}" '
+        f'alt="{html.escape(name)}"><figcaption><b>{html.escape(name)}.</b> '
+        f"{html.escape(caption(name))}</figcaption></figure>"
+    )
+
+
+def _toc(sections: list[tuple[str, str]]) -> str:
+    items = "".join(f'<li><a href="#{anchor}">{html.escape(title)}</a></li>'
+                    for anchor, title in sections)  # fmt: skip
+    return f'<nav id="toc"><h2>Contents</h2><ol>{items}</ol></nav>'
+
+
 def write_report(
     analysis: StudyAnalysis, out_dir: str | Path, history: pd.DataFrame | None = None
 ) -> dict[str, Path]:
     """Write ``report.html``, ``report.json``, ``evidence.md``, ``evidence.json`` and
-    ``figures/*.png|svg`` under ``out_dir``; returns name -> path."""
+    ``figures/*.png|svg`` under ``out_dir``; returns name -> path.
+
+    ``report.html`` opens with the headline (:mod:`analysis.headline`: the study in one
+    sentence, the findings with their evidence, the best point, the next study), then the
+    response surfaces, the frontier, the figures (each with a caption that says what to look
+    for) and the evidence card; a table of contents links them. It is one self-contained file
+    (figures embedded, no script, no external resource), readable from 400 px wide up."""
     from analysis.evidence import evidence_card
+    from analysis.headline import headline
     from analysis.plots import all_figures, save_figure
 
     out = Path(out_dir)
@@ -357,10 +421,7 @@ def write_report(
         paths = save_figure(fig, figures_dir, name)
         png = next(p for p in paths if p.suffix == ".png")
         written[f"figure:{name}"] = png
-        figure_html.append(
-            f'<figure><img src="{_png_data_uri(png)}" alt="{html.escape(name)}">'
-            f"<figcaption>{html.escape(name)}</figcaption></figure>"
-        )
+        figure_html.append(_figure_html(name, png))
     card = evidence_card(analysis.results)
     (out / "evidence.md").write_text(card.to_markdown())
     (out / "evidence.json").write_text(json.dumps(card.to_json(), indent=1, default=str))
@@ -368,20 +429,26 @@ def write_report(
     (out / "report.json").write_text(json.dumps(summary, indent=1, default=str))
     frontier_cols = [c for c in ("point_id", "replicate", "z/align", "z/uniform",
                                  "probe/knn_top1_h") if c in analysis.frontier]  # fmt: skip
-    factors = analysis.results.attrs.get("factors", [])
-    page = f"""<!doctype html><html><head><meta charset="utf-8">
-<title>Study {html.escape(analysis.study)}</title>
-<style>body{{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.4}}
-img{{max-width:100%}} table{{border-collapse:collapse;font-size:0.85em}}
-td,th{{border:1px solid #ccc;padding:2px 6px}} pre{{white-space:pre-wrap;background:#f6f6f6;
-padding:1em}}</style></head><body>
+    frontier = analysis.frontier[frontier_cols].to_html(
+        index=False, float_format=lambda v: f"{v:.4g}"
+    )
+    sections = [("findings", "Findings"), ("best", "Best point"),
+                ("surfaces", "Response surfaces"), ("frontier", "Alignment–uniformity frontier"),
+                ("figures", "Figures"), ("evidence", "Evidence card")]  # fmt: skip
+    top = headline(analysis)
+    fits = _scrolling_tables("".join(_fit_html(f) for f in analysis.fits.values()))
+    if top.best is None:
+        sections.remove(("best", "Best point"))
+    page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Study {html.escape(analysis.study)}</title><style>{_STYLE}</style></head><body>
 <h1>Study {html.escape(analysis.study)}</h1>
-<p>{analysis.n_trials} trials. Factors: {html.escape(", ".join(factors))}.</p>
-<h2>Response surfaces</h2>{"".join(_fit_html(f) for f in analysis.fits.values())}
-<h2>Alignment–uniformity frontier (z)</h2>
-{analysis.frontier[frontier_cols].to_html(index=False, float_format=lambda v: f"{v:.4g}")}
-<h2>Figures</h2>{"".join(figure_html)}
-<h2>Evidence card</h2><pre>{html.escape(card.to_markdown())}</pre>
+{top.html()}
+{_toc(sections)}
+<h2 id="surfaces">Response surfaces</h2>{fits}
+<h2 id="frontier">Alignment–uniformity frontier (z)</h2>{_scrolling_tables(frontier)}
+<h2 id="figures">Figures</h2>{"".join(figure_html)}
+<h2 id="evidence">Evidence card</h2>{_markdown_html(card.to_markdown())}
 </body></html>"""
     (out / "report.html").write_text(page)
     written |= {name: out / name for name in

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from analysis.headline import Headline, headline
 from analysis.load import load_history, read_results, results_frame
 from analysis.report import analyse, write_report
 from study.export import results_table
-from study.record import StudyRecord
+from study.record import MAX_TAG, StudyRecord
 
 HISTORY_METRICS = ("z/align", "z/uniform", "probe/knn_top1_h")
 
@@ -23,8 +24,8 @@ def make_report(
     """Analyse a study from its record and/or a results Parquet, and write the report.
 
     When the tracking store holds the study, the report folder is attached to its parent run
-    under ``report/`` and the experiment's description points at it. Returns (the JSON summary,
-    the folder).
+    under ``report/``, the parent's description becomes the findings (:func:`parent_note`) and
+    the experiment's description points at the report. Returns (the JSON summary, the folder).
     """
     # A results file, when given, is the table (the study just wrote it, or the user has it);
     # the record, when there is one, adds the histories and receives the report.
@@ -39,8 +40,28 @@ def make_report(
     parent = record.parent() if record is not None else None
     if parent is not None:
         record.client.log_artifacts(parent.info.run_id, str(folder), "report")
+        record.set_parent_note(parent.info.run_id, parent_note(headline(analysis), parent))
         record.point_to_report(parent.info.run_id, folder / "report.html")
     return analysis.to_json(), folder
+
+
+def parent_note(top: Headline, parent) -> str:
+    """The parent run's description: the findings first (the report's headline, as markdown),
+    then the design, read from the parent's own params; within MLflow's limit for a tag."""
+    params, tags = parent.data.params, parent.data.tags
+    design = (
+        f"**Design.** {params.get('design', '?').replace('_', ' ')} design over "
+        f"{params.get('factors', '?')}: {params.get('trials', '?')} trials, "
+        f"{params.get('replicates', '?')} replicates per point; resources per trial "
+        f"{params.get('resources', '?')}; study file sha {tags.get('study.spec_sha', '?')} "
+        "(artifacts `study_file.yaml`, `design.json`). The full report, with the model "
+        "statistics, is the artifact `report/report.html`."
+    )
+    note = f"{top.markdown()}\n\n---\n\n{design}"
+    if len(note) > MAX_TAG:
+        cut = "\n\n… (more in `report/report.html`)\n\n---\n\n"
+        note = top.markdown()[: MAX_TAG - len(cut) - len(design)] + cut + design
+    return note
 
 
 def _record_if_present(study: str, uri: str) -> StudyRecord | None:

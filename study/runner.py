@@ -419,15 +419,15 @@ def launch(
 
 
 def _report(
-    record: StudyRecord, results: Path, tracking_uri: str, folder: Path, quiet: bool
-) -> None:
-    """The analysis report of a finished study; a failure here never loses the record."""
+    record: StudyRecord, results: Path, tracking_uri: str, folder: Path
+) -> list[str] | None:
+    """The analysis report of a finished study; returns its headline's terminal lines, or None
+    when it failed (said, with the command that writes it again): that never loses the record."""
     from study.reporting import make_report
 
     try:
-        make_report(record, results, folder, tracking_uri=tracking_uri)
-        if not quiet:
-            print(f"report: {folder / 'report.html'}")
+        summary, _ = make_report(record, results, folder, tracking_uri=tracking_uri)
+        return list(summary["headline"]["lines"])
     except Exception as err:  # the study itself is complete and recorded
         again = shell_command(
             tool("study"), "report", "--results", str(results), "--out", str(folder),
@@ -437,6 +437,7 @@ def _report(
             f"report not written: {type(err).__name__}: {err}\n"
             f"The study and its results are recorded; write the report again with: {again}"
         )
+        return None
 
 
 def run_study(
@@ -488,11 +489,10 @@ def run_study(
             # Ray shuts down while the results are exported and the report is drawn.
             with ThreadPoolExecutor(1, thread_name_prefix="study-report") as pool:
                 finishing = pool.submit(
-                    _export_and_report, record, parent_id, study_dir, spec, tracking_uri, rerun,
-                    quiet,
-                )  # fmt: skip
+                    _export_and_report, record, parent_id, study_dir, spec, tracking_uri, rerun
+                )
                 ray_here.stop()
-                results = finishing.result()
+                results, findings = finishing.result()
         counts = record.status_counts()
         ok = set(counts) <= {"FINISHED"} and counts.get("FINISHED", 0) == design.total
         record.finish_parent(parent_id, ok=ok)
@@ -501,11 +501,24 @@ def run_study(
         time.perf_counter() - t0, record.logging_s, trial_s,
     )  # fmt: skip
     if not quiet:
-        print(f"study {spec.study}: {counts} · results {results}")
-        print(f"MLflow UI: {ui_command(tracking_uri)}")
-        table = ui_url(tracking_uri) + view_link(record.experiment_id, TRIALS_VIEW)
-        print(f"its trials, factors and key metrics, sorted by {spec.target.metric}: {table}")
+        _print_ending(outcome, findings, study_dir / "report" / "report.html", record, spec)
     return outcome
+
+
+def _print_ending(
+    outcome: StudyOutcome, findings: list[str] | None, report: Path, record: StudyRecord,
+    spec: StudySpec,
+) -> None:  # fmt: skip
+    """What ``study run`` says last: the findings (at most six lines: the headline of the
+    report, ``analysis.headline``), then where everything is."""
+    for line in findings or [f"study {spec.study}: {outcome.counts}"]:
+        print(line)
+    if findings is not None:
+        print(f"report: {report}")
+    print(f"results: {outcome.results}")
+    print(f"MLflow UI: {ui_command(outcome.tracking_uri)}")
+    table = ui_url(outcome.tracking_uri) + view_link(record.experiment_id, TRIALS_VIEW)
+    print(f"its trials, factors and key metrics, sorted by {spec.target.metric}: {table}")
 
 
 def _run_trials(
@@ -551,12 +564,11 @@ def _open_record(
 
 def _export_and_report(
     record: StudyRecord, parent_id: str, study_dir: Path, spec: StudySpec, tracking_uri: str,
-    rerun: str, quiet: bool,
-) -> Path:  # fmt: skip
+    rerun: str,
+) -> tuple[Path, list[str] | None]:  # fmt: skip
     results = _export(record, parent_id, study_dir / RESULTS_FILE, spec, tracking_uri, rerun)
     _summarise(record, parent_id, results, spec)
-    _report(record, results, tracking_uri, study_dir / "report", quiet)
-    return results
+    return results, _report(record, results, tracking_uri, study_dir / "report")
 
 
 def _summarise(record: StudyRecord, parent_id: str, results: Path, spec: StudySpec) -> None:

@@ -57,6 +57,7 @@ def smoke_study(tmp_path_factory) -> Iterator[SmokeStudy]:
     yield SmokeStudy(
         folder, uri, name, parent.info.experiment_id, parent, children,
         artifacts=storage / "mlartifacts", report=storage / name / "report" / "report.html",
+        stdout=done.stdout,
     )  # fmt: skip
 
 

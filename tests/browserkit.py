@@ -302,6 +302,7 @@ class SmokeStudy:
     children: list  # mlflow.entities.Run, each read with get_run (so with its inputs)
     artifacts: Path
     report: Path
+    stdout: str = ""  # what ``study run`` printed
 
 
 @dataclass
@@ -311,4 +312,10 @@ class UI:
     study: SmokeStudy
 
     def open(self, fragment: str, **size) -> None:
+        """Open a page of the UI as the study's own links do: in its model-training mode
+        (``workflowType=machine_learning``; MLflow 3.17 otherwise opens its GenAI pages)."""
+        from study.record import UI_MODE
+
+        if "workflowType=" not in fragment:
+            fragment += ("&" if "?" in fragment else "?") + UI_MODE
         open_page(self.driver, f"{self.url}/#/{fragment}", **size)

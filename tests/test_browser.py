@@ -9,6 +9,7 @@ Deselect them with ``-m "not browser"``.
 
 from __future__ import annotations
 
+import json
 from contextlib import suppress
 from pathlib import PurePosixPath
 
@@ -19,7 +20,6 @@ from browserkit import (
     console_errors,
     open_page,
     page_text,
-    plain,
     screenshot_after,
     scroll_to_text,
     sideways_overflow,
@@ -39,6 +39,20 @@ def run_page_loaded(ui: UI, run_id: str) -> None:
     wait_until(ui.driver, lambda d: run_id in page_text(d), f"the run page of {run_id}")
 
 
+def table_columns(driver) -> set[str]:
+    """The names of the runs table's columns (ag-grid header ids such as params.`temperature`)
+    drawn now, then the table scrolled half a view to the right (wrapping round at the end):
+    the grid draws only the columns in view, so repeated calls see them all."""
+    return set(driver.execute_script(
+        "const ids = Array.from(document.querySelectorAll('.ag-header-cell[col-id]'))"
+        "  .map(h => h.getAttribute('col-id'));"
+        "const v = document.querySelector('.ag-body-horizontal-scroll-viewport');"
+        "if (v) { const next = v.scrollLeft + v.clientWidth / 2;"
+        "  v.scrollLeft = next >= v.scrollWidth - v.clientWidth + v.clientWidth / 2 ? 0 : next; }"
+        "return ids.map(id => (id.match(/`(.*)`/) || [null, id])[1]);"
+    ))  # fmt: skip
+
+
 def shows_soon(driver, texts: list[str], timeout: float = 10) -> bool:
     """Whether every one of ``texts`` is on the page within ``timeout`` s (a loaded page's
     sections may render a moment after its header)."""
@@ -51,25 +65,44 @@ def shows_soon(driver, texts: list[str], timeout: float = 10) -> bool:
     return True
 
 
-def test_experiment_opens_on_the_training_runs_table(ui: UI):
+def test_the_address_study_run_prints_opens_the_runs_table_with_factors_and_metrics(ui: UI):
+    """MLflow 3.17's UI lands on its GenAI overview unless the URL (or the browser's stored
+    choice) says ``workflowType=machine_learning``; the experiment's ``mlflow.experimentKind``
+    tag alone does not route it. So the study prints, and its description links, an address
+    that says so and opens the saved view of its trials: one step to the factor and metric
+    columns."""
     study, driver = ui.study, ui.driver
+    printed = [line for line in study.stdout.splitlines() if "#/experiments/" in line]
+    assert printed, f"study run printed no address of its runs table:\n{study.stdout[-2000:]}"
+    fragment = printed[-1].split("#/", 1)[1]
+    kind = (
+        MlflowClient(study.uri)
+        .get_experiment(study.experiment_id)
+        .tags.get("mlflow.experimentKind")
+    )
+    assert kind == "custom_model_development"
     with screenshot_after(driver, "experiment"):
-        ui.open(f"experiments/{study.experiment_id}")
+        ui.open(fragment)
         wait_until(driver, lambda d: "Run Name" in page_text(d)
                    or "token usage" in page_text(d).lower(),
                    "the experiment page (its runs table or the GenAI overview)")  # fmt: skip
         text = page_text(driver)
-        kind = (
-            MlflowClient(study.uri)
-            .get_experiment(study.experiment_id)
-            .tags.get("mlflow.experimentKind")
-        )
         assert "Run Name" in text and "token usage" not in text.lower(), (
-            f"#/experiments/{study.experiment_id} opened {driver.current_url}: the GenAI "
-            f"overview (Traces, Latency, Token usage), not the training runs table. The "
-            f"experiment's mlflow.experimentKind tag is {kind!r}; MLflow {mlflow.__version__}'s "
-            "UI lands by its GenAI / Model training switch (the URL's workflowType, else the "
-            "browser's stored choice, else GenAI)"
+            f"{printed[-1]} opened {driver.current_url}: the GenAI overview (Traces, Latency, "
+            f"Token usage), not the training runs table (MLflow {mlflow.__version__})"
+        )
+        columns = {"temperature", "batch_size", "probe/knn_top1_h", "z/align", "z/uniform"}
+        seen: set[str] = set()
+
+        def all_columns(d) -> bool:  # the grid draws only the columns in view: scroll across
+            seen.update(table_columns(d))
+            return columns <= seen
+
+        with suppress(AssertionError):  # compared below, saying what is missing
+            wait_until(driver, all_columns, "the factor and metric columns", timeout=20)
+        assert columns <= seen, (
+            f"the runs table at {driver.current_url} lacks the columns {sorted(columns - seen)}; "
+            f"it has {sorted(seen)}"
         )
 
 
@@ -114,19 +147,22 @@ def test_expanding_the_parent_shows_every_child_by_name(ui: UI):
 
 
 def test_parent_run_page_shows_the_findings(ui: UI):
+    """The parent's description leads with the report's headline: the study in one sentence,
+    then its findings (``analysis.headline``)."""
     study, driver = ui.study, ui.driver
     parent = study.parent
     note = parent.data.tags.get("mlflow.note.content", "")
-    first = next((line for line in note.splitlines() if line.strip()), "")
-    assert first, f"the parent run {parent.info.run_id} has no description (mlflow.note.content)"
+    summary = json.loads((study.report.parent / "report.json").read_text())["headline"]
+    assert note.startswith(summary["sentence"] + "\n\n**Findings**"), note[:300]
+    first_finding = (summary["found"] or summary["not_detected"])[0]
     with screenshot_after(driver, "parent-run"):
         ui.open(f"experiments/{study.experiment_id}/runs/{parent.info.run_id}")
         run_page_loaded(ui, parent.info.run_id)
-        shown = shows_soon(driver, [first])
-        scroll_to_text(driver, first)
+        shown = shows_soon(driver, [summary["sentence"], "Findings", first_finding])
+        scroll_to_text(driver, summary["sentence"])
         assert shown, (
-            f"the parent's run page does not show the first line of its description "
-            f"(mlflow.note.content): {plain(first)!r}"
+            f"the parent's run page does not show its findings: {summary['sentence']!r}, "
+            f"{first_finding!r}"
         )
 
 

@@ -92,6 +92,33 @@ def test_study_run_wrote_the_report_and_attached_it(default_study):
 
 
 @pytest.mark.slow
+def test_study_run_ends_with_the_findings_then_the_paths_and_the_parent_leads_with_them(
+    default_study,
+):
+    """The last lines of ``study run``: the report's headline (at most six lines), then where
+    the report, the results and the record are; the parent run's description is the same
+    headline, followed by the design."""
+    folder, stdout, _ = default_study
+    summary = json.loads((folder / "studies" / NAME / "report" / "report.json").read_text())
+    lines = summary["headline"]["lines"]
+    assert 2 <= len(lines) <= 6 and lines[0] == summary["headline"]["sentence"]
+    assert lines[0].startswith(f"{NAME} varied temperature (0.1 to 0.5) and batch_size (64 to "
+                               "256) in a full factorial design: 8 trials, 8 finished, each "
+                               "trained on 30,720 examples.")  # fmt: skip
+    tail = stdout.strip().splitlines()
+    start = tail.index(lines[0])
+    assert tail[start : start + len(lines)] == lines
+    paths = tail[start + len(lines) :]
+    assert [p.split(":")[0] for p in paths[:3]] == ["report", "results", "MLflow UI"]
+    assert len(paths) == 4 and "workflowType=machine_learning" in paths[3]
+    note = parent_runs(uri(folder), NAME)[0].data.tags["mlflow.note.content"]
+    assert note.startswith(lines[0] + "\n\n**Findings**\n")
+    assert (
+        "\n---\n\n**Design.** full factorial design over temperature, batch_size: 8 trials" in note
+    )
+
+
+@pytest.mark.slow
 def test_report_json_from_mlflow_and_from_parquet_agree(default_study, tmp_path):
     folder, _, _ = default_study
     by_name = subprocess.run([STUDY, "report", NAME, "--out", str(tmp_path / "a"), "--json"],

@@ -1,0 +1,307 @@
+"""What a study found, said before any statistic: the study in one sentence, the findings with
+their evidence, the best point with its interval, and what that suggests for the next study.
+
+Computed once (:func:`headline` returns a frozen :class:`Headline`) from a
+:class:`analysis.report.StudyAnalysis`, then said three ways: :meth:`Headline.lines` for the
+terminal (at most six lines), :meth:`Headline.markdown` for the parent run's description in
+MLflow, and :meth:`Headline.html` for the top of ``report.html``. Every sentence comes from the
+fits' own findings (Holm-adjusted tests, detectable sizes at 80% power; see
+:func:`analysis.report.findings`) and from :func:`analysis.best.best_point`: nothing is said that
+the fits do not support.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from analysis.best import BestPoint, best_point
+from analysis.power import replicates_for
+
+if TYPE_CHECKING:
+    from analysis.report import ResponseFit, StudyAnalysis
+
+DEFAULT_TARGET = {"metric": "probe/knn_top1_h", "mode": "max"}
+TERMINAL_LINES = 6
+# A factor whose predicted best lies within this share of the coded half-range of an end of
+# its design range is "at the edge": the best may lie beyond what the study explored.
+EDGE = 0.02
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The words that open a study's report, its MLflow parent run and ``study run``'s last
+    lines. ``found``: one sentence per detected effect (with its interval and adjusted p);
+    ``not_detected``: one sentence per response whose model does not beat the mean, and one per
+    undetected effect of a response whose model does (each with the smallest detectable size);
+    ``missed``: the same, one short label per response ("temperature or batch_size on
+    probe/linear_top1_h", "any factor on z/align") for the terminal; ``best``: the best observed
+    point of the target metric with its t interval over replicates (None when no trial
+    finished); ``next_step``: what the evidence suggests for the next study (None when there is
+    nothing to say)."""
+
+    study: str
+    sentence: str
+    target: str
+    found: tuple[str, ...]
+    not_detected: tuple[str, ...]
+    missed: tuple[str, ...]
+    best: str | None
+    next_step: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sentence": self.sentence, "target": self.target, "found": list(self.found),
+                "not_detected": list(self.not_detected), "best": self.best,
+                "next_step": self.next_step, "lines": self.lines()}  # fmt: skip
+
+    def lines(self, limit: int = TERMINAL_LINES) -> list[str]:
+        """At most ``limit`` lines for a terminal: the sentence, the findings (the rest counted,
+        not dropped silently), one line for what was not detected, the best point, the next
+        step."""
+        tail = [x for x in (self.best, self.next_step and f"Next: {self.next_step}") if x]
+        missed = _missed_line(self.missed)
+        room = max(limit - 1 - len(tail) - (1 if missed else 0), 1)
+        found = [f"Found: {s}" for s in self.found]
+        if len(found) > room:
+            found = [*found[: room - 1], f"… and {len(found) - room + 1} more findings: see "
+                                         "report.html"]  # fmt: skip
+        if not found and not missed:
+            found = ["Found: no effect was tested (see the notes in report.html)."]
+        return [self.sentence, *found, *([missed] if missed else []), *tail][:limit]
+
+    def markdown(self) -> str:
+        """The headline as markdown (MLflow renders a run's description as markdown)."""
+        parts = [self.sentence, "", "**Findings**", ""]
+        parts += [f"- {s}" for s in self.found] or ["- No effect was detected."]
+        if self.not_detected:
+            parts += ["", "**Not detectable**", "", *[f"- {s}" for s in self.not_detected]]
+        if self.best:
+            parts += ["", f"**Best point.** {self.best}"]
+        if self.next_step:
+            parts += ["", f"**Next study.** {_capital(self.next_step)}"]
+        return "\n".join(parts)
+
+    def html(self) -> str:
+        """The headline as an HTML section with id ``headline``."""
+
+        def items(sentences: tuple[str, ...]) -> str:
+            return "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
+
+        found = items(self.found) or "<li>No effect was detected.</li>"
+        parts = [
+            '<section id="headline">',
+            f'<p class="lead">{html.escape(self.sentence)}</p>',
+            f'<h2 id="findings">Findings</h2><ul class="found">{found}</ul>',
+        ]
+        if self.not_detected:
+            parts.append(f'<p>Not detectable:</p><ul class="missed">{items(self.not_detected)}'
+                         "</ul>")  # fmt: skip
+        if self.best:
+            parts.append(f'<h2 id="best">Best point</h2><p>{html.escape(self.best)}</p>')
+        if self.next_step:
+            step = html.escape(_capital(self.next_step))
+            parts.append(f'<p class="next"><b>Next study.</b> {step}</p>')
+        return "".join(parts) + "</section>"
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def target_of(df: pd.DataFrame) -> dict[str, str]:
+    """The study's target ``{"metric", "mode"}`` from the frame's attrs, else the default."""
+    target = df.attrs.get("target")
+    if isinstance(target, dict) and target.get("metric"):
+        return {"metric": target["metric"], "mode": target.get("mode", "max")}
+    return dict(DEFAULT_TARGET)
+
+
+def headline(analysis: StudyAnalysis) -> Headline:
+    """The :class:`Headline` of an analysed study (see the module docstring)."""
+    df = analysis.results
+    target = target_of(df)
+    found, missed, labels = [], [], []
+    # the target's findings first: it is what the study was run for
+    fits = sorted(analysis.fits.values(), key=lambda f: f.response != target["metric"])
+    for fit in fits:
+        words = fit.findings
+        if words is None:
+            continue
+        found += words.found
+        if not words.beats_mean:
+            missed.append(_nothing_detected(fit))
+            labels.append(f"any factor on {fit.response}")
+            continue
+        undetected = [e for e in words.effects if e.factor not in words.detected]
+        missed += [_effect_missed(e) for e in undetected]
+        if undetected:
+            labels.append(f"{' or '.join(e.factor for e in undetected)} on {fit.response}")
+    best = _best(df, target)
+    fit = analysis.fits.get(target["metric"])
+    return Headline(
+        study=analysis.study,
+        sentence=study_sentence(analysis),
+        target=target["metric"],
+        found=tuple(found),
+        not_detected=tuple(missed),
+        missed=tuple(labels),
+        best=None if best is None else best_sentence(best, target),
+        next_step=None if fit is None else next_step(fit, df, target),
+    )
+
+
+def study_sentence(analysis: StudyAnalysis) -> str:
+    """What the study did, in one sentence: factors and their ranges, design, trials, budget."""
+    df = analysis.results
+    factors = [f for f in df.attrs.get("factors", []) if f in df]
+    ranges = _and([_range(f, df[f]) for f in factors]) or "no factor"
+    design = df.attrs.get("design") or "a"
+    design = design.replace("_", " ")
+    finished = int((df["status"] == "finished").sum()) if "status" in df else len(df)
+    budget = ""
+    if "examples_seen" in df:
+        seen = df.loc[df.get("status", "finished") == "finished", "examples_seen"].dropna()
+        if len(seen) and seen.nunique() == 1:
+            budget = f", each trained on {int(seen.iloc[0]):,} examples"
+    name = analysis.study or "The study"
+    return (f"{name} varied {ranges} in a {design} design: {analysis.n_trials} trials, "
+            f"{finished} finished{budget}.")  # fmt: skip
+
+
+def _and(items: list[str]) -> str:
+    return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _range(factor: str, values: pd.Series) -> str:
+    levels = sorted(set(values.dropna()), key=lambda v: (isinstance(v, str), v))
+    if not levels:
+        return factor
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in levels):
+        lo, hi = levels[0], levels[-1]
+        return factor if lo == hi else f"{factor} ({_short(lo)} to {_short(hi)})"
+    return f"{factor} ({', '.join(str(v) for v in levels)})"
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _nothing_detected(fit: ResponseFit) -> str:
+    sizes = "; ".join(
+        f"{e.change} {_amount(fit.response, e.detectable)}"
+        for e in fit.findings.effects
+        if e.detectable is not None
+    )
+    detectable = f" (smallest detectable at 80% power: {sizes})" if sizes else ""
+    return f"No factor has a detectable effect on {fit.response}{detectable}."
+
+
+def _effect_missed(e) -> str:
+    size = (
+        ""
+        if e.detectable is None
+        else (f" (smallest detectable at 80% power: {_amount(e.response, e.detectable)})")
+    )
+    return f"{e.change[0].upper() + e.change[1:]}: no detectable effect on {e.response}{size}."
+
+
+def _missed_line(labels: tuple[str, ...]) -> str | None:
+    """One terminal line for everything that was not detected."""
+    if not labels:
+        return None
+    return f"Not detectable: {'; '.join(labels)} (the detectable sizes are in report.html)."
+
+
+def _amount(response: str, value: float) -> str:
+    """A size in the response's units: accuracies (probe/...) in percentage points."""
+    if response.startswith("probe/"):
+        return f"{abs(value) * 100:.2g} points"
+    return f"{abs(value):.3g}"
+
+
+def _best(df: pd.DataFrame, target: dict[str, str]) -> BestPoint | None:
+    try:
+        return best_point(df, target["metric"], target["mode"])
+    except (LookupError, ValueError):  # no finished trial, or the metric is not recorded
+        return None
+
+
+def best_sentence(best: BestPoint, target: dict[str, str]) -> str:
+    """The best observed point of the target, its mean over replicates and its t interval."""
+    where = ", ".join(f"{k} = {_short(v)}" for k, v in best.factors.items())
+    metric, mode = target["metric"], target["mode"]
+    if best.ci_low is None or best.ci_high is None:
+        sure = "one replicate, so no interval"
+    else:
+        sure = f"{best.n} replicates, 95% CI {best.ci_low:.4g} to {best.ci_high:.4g}"
+    return (f"Highest {metric}" if mode == "max" else f"Lowest {metric}") + (
+        f" observed at {best.point_id} ({where}): mean {best.mean:.4g} ({sure}).")  # fmt: skip
+
+
+def next_step(fit: ResponseFit, df: pd.DataFrame, target: dict[str, str]) -> str | None:
+    """What the target's fit suggests for the next study, in one or two sentences."""
+    metric = target["metric"]
+    if fit.surface is None:
+        if fit.status == "no variation":
+            return (f"{metric} did not vary over this design: widen the factor ranges, or check "
+                    "that the trials trained (see the notes).")  # fmt: skip
+        return None
+    s = fit.surface
+    if s.exact:
+        return ("replicate the design points: the model reproduces every trial, so the study "
+                "has no error to test effects against.")  # fmt: skip
+    if fit.findings is not None and not fit.findings.beats_mean:
+        return _more_replicates(fit, df)
+    edges = _edges(s)
+    if edges:
+        return (f"the best predicted {metric} lies at the edge of the design region ("
+                f"{'; '.join(edges)}): extend the range there in the next study.")  # fmt: skip
+    if not any(" ** 2)" in t for t in s.terms):
+        return ("this model has no curvature terms: augment the design to a central composite "
+                "(study augment STUDY_FILE --to central_composite) to see where the optimum "
+                "lies.")  # fmt: skip
+    return ("confirm the predicted optimum: replicate it, with a narrower range around it "
+            "(see the response surfaces).")  # fmt: skip
+
+
+def _edges(s) -> list[str]:
+    """Numeric factors whose predicted best sits at an end of the design range."""
+    out = []
+    for name, coded in (s.optimum_coded or {}).items():
+        coding = s.coding.get(name)
+        if coding is None or coding.kind != "numeric" or not math.isfinite(coded):
+            continue
+        if abs(coded) >= 1 - EDGE:
+            end = "high" if coded > 0 else "low"
+            value = coding.high if coded > 0 else coding.low
+            beyond = "above" if coded > 0 else "below"
+            out.append(f"{name} at its {end} end, {_short(value)}; try {beyond} it")
+    return out
+
+
+def _more_replicates(fit: ResponseFit, df: pd.DataFrame) -> str | None:
+    """Replicates per point that would detect half the smallest effect detectable now, for the
+    factor whose effect is measured best."""
+    effects = [e for e in fit.findings.effects if e.detectable is not None]
+    if not effects:
+        return None
+    sharpest = min(effects, key=lambda e: e.detectable)
+    effect = sharpest.detectable / 2
+    plan = next(p for p in replicates_for(fit.surface, effect) if p.factor == sharpest.factor)
+    study = df.attrs.get("study") or "STUDY"
+    command = f"study power {study} --metric {fit.response} --effect {effect:.3g}"
+    size = _amount(fit.response, effect)
+    if plan.replicates_needed is None:
+        return (
+            f"no factor moved {fit.response} detectably; detecting {size} for "
+            f"{sharpest.change} would need more replicates than is practical ({command})."
+        )
+    return (
+        f"no factor moved {fit.response} detectably; to detect {size} for {sharpest.change} "
+        f"(half the smallest effect detectable now), run {plan.replicates_needed} replicates "
+        f"per point instead of {plan.replicates_now:.3g} ({command})."
+    )
