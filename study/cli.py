@@ -296,7 +296,9 @@ def report(
         _fail(err)
     if as_json:
         typer.echo(json.dumps(summary, default=str))
-    else:
+    else:  # the findings first, as study run ends
+        for line in summary["headline"]["lines"]:
+            typer.echo(line)
         typer.echo(f"wrote {folder / 'report.html'}")
 
 

@@ -113,9 +113,13 @@ def shell_command(*argv: str, env: dict[str, str] | None = None) -> str:
 
 
 def ui_command(uri: str, port: int = 5000) -> str:
-    """The command that opens the MLflow UI on this record, ready to paste."""
+    """The command that opens the MLflow UI on this record, ready to paste. One worker and no
+    job runner: MLflow 3.17 otherwise leaves its job runner behind when the UI is stopped."""
     if uri.startswith("sqlite:///"):
-        return shell_command(tool("mlflow"), "ui", "--backend-store-uri", uri, "--port", str(port))
+        return shell_command(
+            tool("mlflow"), "ui", "--backend-store-uri", uri, "--port", str(port), "--workers",
+            "1", env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+        )  # fmt: skip
     return f"open {uri} in a browser (the MLflow server's own UI)"
 
 

@@ -164,3 +164,27 @@ def test_report_html_opens_with_the_headline_and_renders_the_evidence_card(tmp_p
     assert not re.search(r"""(src|href)=["']?https?:|<link""", text)  # nothing to fetch
     captions = "".join(page.captions)
     assert captions.count(".") >= 2 * len(figures)  # every figure: its name, then what to see
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_study_report_prints_the_findings_before_the_path(tmp_path, monkeypatch):
+    """``study report`` (not ``--json``) says the headline's lines first, as ``study run`` ends."""
+    import json
+
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from analysis.record import rows_table
+    from study.cli import app
+
+    df = planted(-0.02)
+    meta = {k: v if isinstance(v, str) else json.dumps(v) for k, v in df.attrs.items()}
+    pq.write_table(rows_table(df.to_dict("records"), meta), tmp_path / "results.parquet")
+    monkeypatch.chdir(tmp_path)  # no record here: the report is written from the file alone
+    out = tmp_path / "report"
+    done = CliRunner().invoke(app, ["report", "--results", str(tmp_path / "results.parquet"),
+                                    "--out", str(out)])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    lines = json.loads((out / "report.json").read_text())["headline"]["lines"]
+    assert done.output.splitlines()[-len(lines) - 1 :] == [*lines, f"wrote {out / 'report.html'}"]
+    assert lines[1].startswith("Found: Doubling temperature lowers probe/knn_top1_h by 2 points")

@@ -182,7 +182,9 @@ def test_a_finished_study_is_never_lost_and_its_commands_run_when_pasted(
     # the MLflow UI command printed at the end of `study run` starts the UI when pasted
     port = _free_port()
     command = ui_command(uri, port)
-    assert command.startswith(shell_command(str(Path(sys.executable).with_name("mlflow"))))
+    assert command.startswith("MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false " + shell_command(
+        str(Path(sys.executable).with_name("mlflow"))))  # fmt: skip
+    assert command.endswith("--workers 1")
     assert _ui_answers(command, home) == 200
 
     # the experiment deleted in the UI: refused before anything is written; the printed
