@@ -14,7 +14,9 @@ the tracking server, and an embedded SQLite store has a single writer.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import csv
 import difflib
 import functools
 import hashlib
@@ -48,11 +50,17 @@ from analysis.record import (
 )
 from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
+from study import EVIDENCE_KEY
 from trainables.config import TrialConfig
 from trainables.data import DATA_FIELDS, data_key
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 SPEC_ARTIFACT = "study.yaml"
+# A trial's evidence beyond its metrics lands in its run under evidence/: the tables as CSV,
+# the source-return panel as PNG.
+EVIDENCE_ARTIFACTS = "evidence"
+EVIDENCE_TABLES = ("per_class", "per_group", "shift", "source_return")
+SOURCE_RETURN_PNG = "source_return.png"
 MAX_PARAM, MAX_TAG = 6000, 8000  # MLflow's limits on a param's and a tag's value
 METRIC_PREFIXES = ("train/", "z/", "h/", "sim/", "probe/", "loss/", "time/", "trial/")
 # MLflow 3's UI opens an experiment as a GenAI one unless it is told otherwise: this kind opens
@@ -479,6 +487,33 @@ def training_dataset(config: TrialConfig) -> DatasetInput:
     return DatasetInput(dataset, [InputTag(MLFLOW_DATASET_CONTEXT, "training")])
 
 
+def evidence_files(evidence: dict[str, Any], folder: Path) -> list[Path]:
+    """Write a trial's evidence into ``folder``: ``evidence.json`` (all of it but the panel),
+    one CSV per table (``per_class``, ``per_group``, ``shift``, ``source_return``; empty ones
+    skipped) and ``source_return.png`` (the panel, when the data are images). Returns the
+    files written; none for an empty evidence."""
+    if not evidence:
+        return []
+    written = []
+    png = evidence.get("source_return_png")
+    rest = {k: v for k, v in evidence.items() if k != "source_return_png"}
+    (folder / "evidence.json").write_text(json.dumps(rest, indent=1))
+    written.append(folder / "evidence.json")
+    for name in EVIDENCE_TABLES:
+        rows = evidence.get(name) or []
+        if rows:
+            columns = list(dict.fromkeys(c for row in rows for c in row))
+            with open(folder / f"{name}.csv", "w", newline="") as out:
+                writer = csv.DictWriter(out, columns)
+                writer.writeheader()
+                writer.writerows(rows)
+            written.append(folder / f"{name}.csv")
+    if png:
+        (folder / SOURCE_RETURN_PNG).write_bytes(base64.b64decode(png))
+        written.append(folder / SOURCE_RETURN_PNG)
+    return written
+
+
 class StudyRecord:
     """Reads and writes one study's runs in one MLflow tracking store."""
 
@@ -787,8 +822,18 @@ class StudyRecord:
             if isinstance(summary.get(k), int | float)
         ]
         self.client.log_batch(run_id, metrics=final, tags=tags)
+        if summary.get(EVIDENCE_KEY):
+            self.log_evidence(run_id, json.loads(summary[EVIDENCE_KEY]))
         self.client.set_terminated(run_id, "FINISHED")
         self.logging_s += time.perf_counter() - t0
+
+    def log_evidence(self, run_id: str, evidence: dict[str, Any]) -> None:
+        """A trial's evidence beyond its metrics (``run_trial(...)["evidence"]``: per-class and
+        per-group tables, the shift tests, the source-return table and panel) as artifacts of
+        its run under ``evidence/`` (:func:`evidence_files`)."""
+        with tempfile.TemporaryDirectory(prefix="evidence-") as tmp:
+            if evidence_files(evidence, Path(tmp)):
+                self.client.log_artifacts(run_id, tmp, EVIDENCE_ARTIFACTS)
 
     def fail_trial(self, run_id: str, message: str) -> None:
         run = self.client.get_run(run_id)

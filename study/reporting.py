@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mlflow.exceptions import MlflowException
+
 from analysis.headline import Headline, headline
 from analysis.load import load_history, read_results, results_frame
 from analysis.report import analyse, write_report
 from study.export import results_table
-from study.record import MAX_TAG, StudyRecord
+from study.record import EVIDENCE_ARTIFACTS, MAX_TAG, SOURCE_RETURN_PNG, StudyRecord
 
 HISTORY_METRICS = ("z/align", "z/uniform", "probe/knn_top1_h")
 
@@ -43,6 +45,44 @@ def make_report(
         record.set_parent_note(parent.info.run_id, parent_note(headline(analysis), parent))
         record.point_to_report(parent.info.run_id, folder / "report.html")
     return analysis.to_json(), folder
+
+
+def source_return_panels(record: StudyRecord, df, folder: Path) -> dict[str, Path]:
+    """The source-return panels (``evidence/source_return.png``) of the best and the worst
+    design point by the study's target, from the first finished replicate of each, downloaded
+    under ``folder``; label -> PNG. Empty when the record holds none (image data only, and
+    studies recorded before the panels existed)."""
+    from analysis.best import best_point
+    from analysis.headline import target_of
+
+    target = target_of(df)
+    flipped = "min" if target["mode"] == "max" else "max"
+    runs = record.trial_runs()
+    panels: dict[str, Path] = {}
+    seen: set[str] = set()
+    for which, mode in (("best", target["mode"]), ("worst", flipped)):
+        try:
+            point = best_point(df, target["metric"], mode)
+        except (LookupError, ValueError):
+            return {}
+        done = df[(df["point_id"] == point.point_id) & (df["status"] == "finished")]
+        keys = sorted(done["trial_key"]) if "trial_key" in done else []
+        run = runs.get(keys[0]) if keys else None
+        if run is None or point.point_id in seen:  # one point only: it is best and worst
+            continue
+        seen.add(point.point_id)
+        where = folder / f"{which}-{point.point_id}"
+        where.mkdir(parents=True, exist_ok=True)
+        try:
+            png = record.client.download_artifacts(
+                run.info.run_id, f"{EVIDENCE_ARTIFACTS}/{SOURCE_RETURN_PNG}", str(where)
+            )
+        except (MlflowException, OSError):  # no panel in this run (vectors, an older study)
+            continue
+        factors = ", ".join(f"{k} = {v}" for k, v in point.factors.items())
+        label = f"{which} point {point.point_id} ({factors}; {target['metric']} {point.mean:.4g})"
+        panels[label] = Path(png)
+    return panels
 
 
 def parent_note(top: Headline, parent) -> str:

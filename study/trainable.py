@@ -9,12 +9,14 @@ study after the old one died (the trial folder).
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 from ray import tune
 
+from study import EVIDENCE_KEY
 from trainables.config import TrialConfig
 from trainables.train import LocalReporter, claim_share, run_trial
 
@@ -70,7 +72,9 @@ def run_study_trial(payload: dict[str, Any]) -> None:
     config = TrialConfig(**plan["trial"])
     reporter = TuneReporter(trial_dir)
     result = run_trial(config, reporter)
-    summary = {k: v for k, v in result.items() if not isinstance(v, str)}
-    tune.report(
-        {**summary, "final": 1, "trial_status": result["status"], "node_id": reporter.node_id}
-    )
+    summary = {k: v for k, v in result.items() if isinstance(v, int | float)}
+    # the evidence (tables, the source-return panel) travels to the driver, which alone writes
+    # to MLflow, as one JSON text: Tune flattens nested results
+    evidence = json.dumps(result.get("evidence") or {})
+    tune.report({**summary, "final": 1, "trial_status": result["status"],
+                 "node_id": reporter.node_id, EVIDENCE_KEY: evidence})  # fmt: skip

@@ -285,3 +285,47 @@ def test_the_parent_description_can_be_rewritten_with_findings(recorded):
     assert record.client.get_run(parent).data.tags[NOTE] == "**Finding:** τ = 0.1 wins."
     with pytest.raises(ValueError, match="at most 8000 characters"):
         record.set_parent_note(parent, "x" * 8001)
+
+
+def test_a_trials_evidence_lands_in_its_run_as_csv_json_and_png(recorded, tmp_path):
+    """finish_trial with the evidence a trial returns (issue 12): the tables as CSV, the whole as
+    JSON, the source-return panel as PNG; a trial without evidence logs no evidence/ folder."""
+    import base64
+    import csv
+    import io
+
+    from PIL import Image
+
+    from study import EVIDENCE_KEY
+
+    record, _, design, _, runs = recorded
+    first, second = (runs[p.key] for p in design.trials[:2])
+    buffer = io.BytesIO()
+    Image.new("RGB", (5, 4)).save(buffer, format="PNG")
+    png = buffer.getvalue()
+    evidence = {
+        "per_class": [{"space": "z", "class": 0, "n": 3, "align": 0.25, "uniform": -1.5},
+                      {"space": "z", "class": 1, "n": 2, "align": 0.5, "uniform": None}],
+        "per_group": [],
+        "source_return": [{"anchor": 0, "role": "positive", "similarity": 0.9,
+                           "false_negative": False}],
+        "source_return_png": base64.b64encode(png).decode(),
+    }  # fmt: skip
+    record.finish_trial(first, {"status": "finished", "examples_seen": 1536,
+                                EVIDENCE_KEY: json.dumps(evidence)})  # fmt: skip
+    record.finish_trial(second, {"status": "finished", "examples_seen": 1536,
+                                 EVIDENCE_KEY: json.dumps({})})  # fmt: skip
+    listed = {a.path for a in record.client.list_artifacts(first, "evidence")}
+    assert listed == {"evidence/evidence.json", "evidence/per_class.csv",
+                      "evidence/source_return.csv", "evidence/source_return.png"}  # fmt: skip
+    local = Path(record.client.download_artifacts(first, "evidence", str(tmp_path)))
+    assert (local / "source_return.png").read_bytes() == png
+    with open(local / "per_class.csv") as table:
+        rows = list(csv.DictReader(table))
+    assert rows == [
+        {"space": "z", "class": "0", "n": "3", "align": "0.25", "uniform": "-1.5"},
+        {"space": "z", "class": "1", "n": "2", "align": "0.5", "uniform": ""},
+    ]
+    whole = json.loads((local / "evidence.json").read_text())
+    assert whole["per_class"] == evidence["per_class"] and "source_return_png" not in whole
+    assert record.client.list_artifacts(second, "evidence") == []
