@@ -398,13 +398,13 @@ def study_note(spec: StudySpec, design, experiment_id: str, parent_id: str) -> s
     """The experiment's description (Markdown): what the study is for, its factors, design and
     compute per trial, links to the runs table's views, and a line for the latest report."""
     totals = design.totals()
-    sample = design.sample_config()
     per_trial = totals.get("examples_per_trial")
     if "budget_examples" in spec.factors or per_trial is None:
         compute = "each trial's own `budget_examples` (a factor of the study)"
     else:
         compute = f"{per_trial:,} examples (`budget_examples`)"
-    data = "the datasets it varies" if "dataset" in spec.factors else f"`{sample.dataset}`"
+    dataset = spec.trial.get("dataset") or TrialConfig.model_fields["dataset"].default
+    data = "the datasets it varies" if "dataset" in spec.factors else f"`{dataset}`"
     augments = spec.design.augments
     block = f", augmenting the finished factorial `{augments.spec_sha}`" if augments else ""
     direction = "higher" if spec.target.mode == "max" else "lower"
