@@ -1,7 +1,9 @@
 """Frozen-feature probes: weighted cosine kNN and a linear classifier, for ``h`` and ``z``.
 
 Both are fit on a labelled train split and scored on a disjoint held-out split; the caller owns
-the split (``trainables.data`` makes a fixed, seeded one).
+the split (``trainables.data`` makes a fixed, seeded one). :func:`fit_probes` fits both once, in
+both spaces, and its :class:`FittedProbes` labels any features (the held-out split, one class of
+it, corrupted copies of it for the shift tests).
 
 Linear-probe protocol (fixed, so numbers compare across trials and studies):
   1. standardise each feature with the train split's mean and std (std floored at 1e-6);
