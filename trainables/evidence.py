@@ -61,7 +61,7 @@ Embedder = Callable[[Tensor], tuple[Tensor, Tensor]]  # stored rows -> (h, z)
 
 
 def data_kind(config: TrialConfig) -> str:
-    """ "vector" for toy data, "image" for every other dataset."""
+    """The kind of the trial's data: "vector" for toy data, "image" for every other dataset."""
     return "vector" if config.dataset == "toy" else "image"
 
 
@@ -205,17 +205,21 @@ def shift_tests(
     rows = []
     for family in families(kind):
         is_covered = covered(augmentation, family)
-        for severity in SEVERITIES:
-            h, z = embed(corrupt(x, family, severity, fill=fill))
-            for space, feats in (("h", h), ("z", z)):
-                for probe in probes.names:
-                    rows.append(
-                        {
-                            "family": family, "severity": severity, "space": space,
-                            "probe": probe, "top1": top1(probes.predict(probe, space, feats), y),
-                            "covered": is_covered,
-                        }
-                    )  # fmt: skip
+        # one encoder pass over the family's five severities: (5·N, ...) rows
+        h, z = embed(torch.cat([corrupt(x, family, s, fill=fill) for s in SEVERITIES]))
+        pred = {
+            (space, probe): probes.predict(probe, space, feats).view(len(SEVERITIES), -1)
+            for space, feats in (("h", h), ("z", z))
+            for probe in probes.names
+        }
+        for k, severity in enumerate(SEVERITIES):
+            for (space, probe), labels in pred.items():
+                rows.append(
+                    {
+                        "family": family, "severity": severity, "space": space,
+                        "probe": probe, "top1": top1(labels[k], y), "covered": is_covered,
+                    }
+                )  # fmt: skip
     return rows
 
 
@@ -360,6 +364,27 @@ def source_panel(
 # ---------------------------------------------------------------------------------------------
 # the whole
 # ---------------------------------------------------------------------------------------------
+def group_evidence(
+    features: dict[str, Tensor], groups: Tensor, predictions: dict[tuple[str, str], Tensor]
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """Per-group probe metrics and the ``per_group`` table.
+
+    Args:
+        features: as :func:`trial_evidence`'s; groups: (N,) the held-out rows' group ids
+            (negative: in no group, left out); predictions: (probe, space) -> (N,) classes.
+    """
+    groups = groups.to(features["held_y"].device)
+    metrics, accuracy = subgroup_metrics(predictions, features["held_y"], groups, "group")
+    keep = (groups >= 0).nonzero().flatten()
+    geometry = {
+        space: label_geometry(
+            features[f"{space}1"][keep], features[f"{space}2"][keep], groups[keep]
+        )
+        for space in SPACES
+    }
+    return metrics, subgroup_table("group", geometry, accuracy)
+
+
 def plain(value: Any) -> Any:
     """``value`` with every number a plain int or float, non-finite floats as None (strict JSON)."""
     if isinstance(value, dict):
@@ -401,15 +426,8 @@ def trial_evidence(
     metrics |= class_metrics
     per_group = []
     if data.heldout_groups is not None:
-        groups = data.heldout_groups.to(y.device)
-        group_metrics, group_accuracy = subgroup_metrics(predictions, y, groups, "group")
+        group_metrics, per_group = group_evidence(f, data.heldout_groups, predictions)
         metrics |= group_metrics
-        keep = (groups >= 0).nonzero().flatten()
-        group_geometry = {
-            space: label_geometry(f[f"{space}1"][keep], f[f"{space}2"][keep], groups[keep])
-            for space in SPACES
-        }
-        per_group = subgroup_table("group", group_geometry, group_accuracy)
     pick = shift_index(len(y), shift_rows(config)).to(y.device)
     fill = data.mean if data.kind == "image" else None
     shift = shift_tests(
