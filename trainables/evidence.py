@@ -42,7 +42,7 @@ from trainables.config import TrialConfig
 from trainables.data import DataBundle, has_groups
 from trainables.diagnostics import class_geometry_metrics, label_geometry
 from trainables.objectives import unit_rows_or_zero
-from trainables.probes import FittedProbes, top1
+from trainables.probes import FittedProbes, Predictions, top1
 from trainables.shift import SEVERITIES, corrupt, covered, families
 
 SPACES = ("h", "z")
@@ -120,7 +120,7 @@ def label_top1(pred: Tensor, y: Tensor, labels: Tensor) -> list[tuple[int, int, 
 
 
 def subgroup_metrics(
-    predictions: dict[tuple[str, str], Tensor], y: Tensor, labels: Tensor, unit: str
+    predictions: Predictions, y: Tensor, labels: Tensor, unit: str
 ) -> tuple[dict[str, float], dict[tuple[str, str], list[tuple[int, int, float]]]]:
     """``probe/{probe}_top1_{space}_worst_{unit}`` (the lowest top-1 of any ``unit``) and
     ``probe/{probe}_top1_{space}_{unit}_gap`` (overall top-1 minus it), and the rows.
@@ -365,7 +365,7 @@ def source_panel(
 # the whole
 # ---------------------------------------------------------------------------------------------
 def group_evidence(
-    features: dict[str, Tensor], groups: Tensor, predictions: dict[tuple[str, str], Tensor]
+    features: dict[str, Tensor], groups: Tensor, predictions: Predictions
 ) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Per-group probe metrics and the ``per_group`` table.
 
@@ -404,6 +404,7 @@ def trial_evidence(
     data: DataBundle,
     features: dict[str, Tensor],
     probes: FittedProbes,
+    predictions: Predictions,
     embed: Embedder,
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """A trial's evidence metrics (names: :func:`evidence_metrics`) and ``evidence`` dict.
@@ -413,15 +414,11 @@ def trial_evidence(
             ``keep_inputs``): ``h1, h2, z1, z2, held_h, held_z, held_y`` and the held-out
             inputs ``held_x`` (stored rows) and ``v1, v2`` (the two normalised views).
         probes: the probes fit on the clean probe-train features.
+        predictions: their labels for the un-augmented held-out rows, (probe, space) -> (N,).
         embed: stored rows -> (h, z), the trial's encoder in evaluation mode.
     """
     f, y = features, features["held_y"]
     metrics, geometry = class_geometry_metrics(f["h1"], f["h2"], f["z1"], f["z2"], y)
-    predictions = {
-        (p, space): probes.predict(p, space, f[f"held_{space}"])
-        for space in SPACES
-        for p in probes.names
-    }
     class_metrics, class_accuracy = subgroup_metrics(predictions, y, y, "class")
     metrics |= class_metrics
     per_group = []

@@ -201,16 +201,28 @@ def fit_probes(
     return FittedProbes(dict(train), k, knn_temperature, num_classes, fits)
 
 
-def score_probes(probes: FittedProbes, test: dict[str, Tensor]) -> dict[str, float]:
-    """``probe/{knn,linear}_top1_{h,z}`` of fitted probes on ``test`` (keys ``h``, ``z``, ``y``)."""
-    out: dict[str, float] = {}
+Predictions = dict[tuple[str, str], Tensor]  # (probe, space) -> (N,) predicted labels
+
+
+def probe_predictions(probes: FittedProbes, test: dict[str, Tensor]) -> Predictions:
+    """Every fitted probe's labels for ``test`` (keys ``h`` (N, Dh), ``z`` (N, Dz), ``y`` (N,))."""
     for space in ("h", "z"):
         _check_split("test", test[space], test["y"])
-        for probe in probes.names:
-            out[f"probe/{probe}_top1_{space}"] = top1(
-                probes.predict(probe, space, test[space]), test["y"]
-            )
-    return out
+    return {
+        (probe, space): probes.predict(probe, space, test[space])
+        for space in ("h", "z")
+        for probe in probes.names
+    }
+
+
+def predictions_top1(predictions: Predictions, y: Tensor) -> dict[str, float]:
+    """``probe/{probe}_top1_{space}`` of each prediction against the (N,) labels ``y``."""
+    return {f"probe/{probe}_top1_{space}": top1(p, y) for (probe, space), p in predictions.items()}
+
+
+def score_probes(probes: FittedProbes, test: dict[str, Tensor]) -> dict[str, float]:
+    """``probe/{knn,linear}_top1_{h,z}`` of fitted probes on ``test`` (keys ``h``, ``z``, ``y``)."""
+    return predictions_top1(probe_predictions(probes, test), test["y"])
 
 
 def probe_metrics(

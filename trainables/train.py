@@ -53,7 +53,13 @@ from trainables.diagnostics import pair_diagnostics
 from trainables.encoders import ContrastiveModel, build_model
 from trainables.evidence import evidence_metrics, trial_evidence
 from trainables.objectives import NonFiniteError, align_uniform_loss, info_nce, nt_xent
-from trainables.probes import FittedProbes, fit_probes, score_probes
+from trainables.probes import (
+    FittedProbes,
+    Predictions,
+    fit_probes,
+    predictions_top1,
+    probe_predictions,
+)
 
 CHECKPOINT_FILE = "trial.pt"
 EVAL_VIEWS_SEED = 2**31 - 1  # held-out views are the same for every trial of a study
@@ -321,22 +327,28 @@ def trial_probes(config: TrialConfig, features: dict[str, Tensor]) -> FittedProb
     )  # fmt: skip
 
 
+def held_predictions(probes: FittedProbes, features: dict[str, Tensor]) -> Predictions:
+    """The probes' labels for the un-augmented held-out features of :func:`heldout_features`."""
+    held = {"h": features["held_h"], "z": features["held_z"], "y": features["held_y"]}
+    return probe_predictions(probes, held)
+
+
 @torch.no_grad()
 def score(
-    config: TrialConfig, features: dict[str, Tensor], probes: FittedProbes | None = None
+    config: TrialConfig, features: dict[str, Tensor], predictions: Predictions | None = None
 ) -> dict[str, float]:
     """Held-out diagnostics and both probes on both spaces, computed where ``features`` are
-    (see :func:`heldout_features`); the linear probe runs in float64 there. ``probes`` fit
-    already (:func:`trial_probes`) are used as they are."""
+    (see :func:`heldout_features`); the linear probe runs in float64 there. ``predictions``
+    made already (:func:`held_predictions`) are scored as they are."""
     metrics = pair_diagnostics(
         features["h1"], features["h2"], features["z1"], features["z2"], features["held_y"],
         batch_size=config.batch_size,
         temperature=config.temperature if config.objective == "info_nce" else None,
         groups=features["groups"], group_policy=config.group_policy,
     )  # fmt: skip
-    probes = probes or trial_probes(config, features)
-    held = {"h": features["held_h"], "z": features["held_z"], "y": features["held_y"]}
-    return metrics | score_probes(probes, held)
+    if predictions is None:
+        predictions = held_predictions(trial_probes(config, features), features)
+    return metrics | predictions_top1(predictions, features["held_y"])
 
 
 def stored_embedder(config: TrialConfig, model: ContrastiveModel, data: DataBundle, device):
@@ -512,12 +524,15 @@ class _Trial:
             self.config, self.model, self.data, self.device, self.resident, keep_inputs=final
         )
         probes = trial_probes(self.config, features)
-        metrics = self.train_metrics() | score(self.config, features, probes)
+        predictions = held_predictions(probes, features)
+        metrics = self.train_metrics() | score(self.config, features, predictions)
         self.times["eval_s"] += time.perf_counter() - t0
         if final:
             t0 = time.perf_counter()
             embed = stored_embedder(self.config, self.model, self.data, self.device)
-            found, self.evidence = trial_evidence(self.config, self.data, features, probes, embed)
+            found, self.evidence = trial_evidence(
+                self.config, self.data, features, probes, predictions, embed
+            )
             metrics |= found
             self.times["evidence_s"] += time.perf_counter() - t0
         self.loss_sum, self.loss_count = 0.0, 0
