@@ -20,11 +20,16 @@ rows without a group (negative ids) are left out of per-group numbers. Many grou
 (a toy item holds ``toy_photos_per_item`` rows), so a worst group's top-1 is a noisy number:
 read it with its ``n``.
 
-Cost: the shift tests run the encoder over every corrupted row (25 passes for images, 10 for
-vectors), so they score a fixed, seeded subsample of the held-out split whose size grows with
-the trial's budget (:func:`shift_rows`: one row per 256 training examples, 64 to 2000): 120 of
-the 360 held-out digits in the default study's trials, which keeps the whole evidence within
-3% of such a trial's wall time (``benchmarks/trial.py``). Their top-1 is a noisier estimate than
+Source return: 8 fixed anchors (the first held-out row of each of the first 8 classes, then
+the earliest other rows), each with its positive and 3 hardest negatives in z
+(:func:`source_return`); image data also get a PNG panel of their views (:func:`source_panel`).
+
+Cost: the shift tests run the encoder over every corrupted row (5 severities × 5 families of
+the held-out rows for images, 5 × 2 for vectors; one pass per family), so they score a fixed,
+seeded subsample of the held-out split whose size grows with the trial's budget
+(:func:`shift_rows`: one row per 256 training examples, 64 to 2000): 120 of the 360 held-out
+digits in the default study's trials, which keeps the whole evidence within 3% of such a
+trial's wall time (``benchmarks/trial.py``). Their top-1 is a noisier estimate than
 the probes' on the whole held-out split; every trial of a study scores the same rows.
 """
 
