@@ -13,6 +13,7 @@ import torch
 import yaml
 
 from trainables.config import TrialConfig
+from trainables.evidence import evidence_metrics
 from trainables.train import (
     CHECKPOINT_FILE,
     LocalReporter,
@@ -259,7 +260,7 @@ def test_the_metric_catalogue_is_what_a_trial_reports(settings):
     )  # fmt: skip
     reporter = LocalReporter()
     result = run_trial(config, reporter)
-    (_, reported), *_ = reporter.history
-    assert sorted(reported) == sorted(evaluation_metrics(config))
+    (_, reported), *_ = reporter.history  # the only evaluation, so the final one: evidence too
+    assert sorted(reported) == sorted(evaluation_metrics(config) + evidence_metrics(config))
     numeric = {k for k, v in result.items() if isinstance(v, int | float)}
     assert sorted(numeric) == sorted(final_metrics(config))

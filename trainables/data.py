@@ -54,6 +54,9 @@ class DataBundle:
     mean: tuple[float, ...] = ()
     std: tuple[float, ...] = ()
     vector_noise: float = 0.0
+    # (Nh,) group ids of the held-out rows, for per-group evidence only (never trained on);
+    # negative where a row has no group. None exactly when ``has_groups(config)`` is False.
+    heldout_groups: Tensor | None = None
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -203,13 +206,24 @@ def toy_samples(config: TrialConfig, n: int, stream: str) -> tuple[Tensor, Tenso
     return x, item_class[groups], groups
 
 
+def has_groups(config: TrialConfig) -> bool:
+    """Whether the trial's data have groups: toy data with ``toy_photos_per_item`` > 1 (the
+    item), or an imagefolder with ``groups.csv``. Both splits then carry group ids."""
+    if config.dataset == "toy":
+        return config.toy_photos_per_item > 1
+    if config.dataset == "imagefolder":
+        return (Path(config.data_root or "").expanduser() / "groups.csv").is_file()
+    return False
+
+
 def _toy(config: TrialConfig) -> DataBundle:
     x, y, groups = toy_samples(config, config.toy_train_size, "train")
-    hx, hy, _ = toy_samples(config, config.heldout_size or 800, "heldout")
+    hx, hy, held_groups = toy_samples(config, config.heldout_size or 800, "heldout")
     probe = _subset(len(x), config.probe_train_size, "toy-probe", config.data_seed)
+    grouped = has_groups(config)
     return DataBundle(
-        "toy", "vector", x, y, hx, hy, probe,
-        groups if config.toy_photos_per_item > 1 else None, vector_noise=config.toy_noise,
+        "toy", "vector", x, y, hx, hy, probe, groups if grouped else None,
+        vector_noise=config.toy_noise, heldout_groups=held_groups if grouped else None,
     )  # fmt: skip
 
 
@@ -341,27 +355,30 @@ def _imagefolder(config: TrialConfig) -> DataBundle:
     held_dir = next((root / d for d in ("val", "test") if (root / d).is_dir()), None)
     if (root / "train").is_dir() and held_dir is not None:
         train_x, train_y, train_paths = load(root / "train")
-        held_x, held_y, _ = load(held_dir)
+        held_x, held_y, held_paths = load(held_dir)
     else:
         x, y, paths = load(root)
         order = torch.randperm(len(y), generator=_generator("imagefolder", config.data_seed))
         cut = int(0.8 * len(y))
         tr, he = order[:cut].sort().values, order[cut:].sort().values
         train_x, train_y, train_paths = x[tr], y[tr], [paths[i] for i in tr]
-        held_x, held_y = x[he], y[he]
-    groups = None
-    if (root / "groups.csv").is_file():
+        held_x, held_y, held_paths = x[he], y[he], [paths[i] for i in he]
+    groups = held_groups = None
+    if has_groups(config):
         with open(root / "groups.csv", newline="") as f:
             mapping = {row[0]: row[1] for row in csv.reader(f) if row}
         ids = {g: i for i, g in enumerate(sorted(set(mapping.values())))}
-        groups = torch.tensor(
-            [ids.get(mapping.get(p, ""), -1 - i) for i, p in enumerate(train_paths)]
+        # a path without a group is a group of its own (a negative id) in both splits
+        group_ids = lambda paths: torch.tensor(  # noqa: E731
+            [ids.get(mapping.get(p, ""), -1 - i) for i, p in enumerate(paths)], dtype=torch.long
         )
+        groups, held_groups = group_ids(train_paths), group_ids(held_paths)
     probe = _subset(len(train_y), config.probe_train_size, "probe", "imagefolder", config.data_seed)
     mean, std = _NORMALISATION["imagefolder"]
     return DataBundle(
-        "imagefolder", "image", train_x, train_y, held_x, held_y, probe, groups, mean, std
-    )
+        "imagefolder", "image", train_x, train_y, held_x, held_y, probe, groups, mean, std,
+        heldout_groups=held_groups,
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

@@ -166,6 +166,70 @@ def space_metrics(x1: Tensor, x2: Tensor, space: str) -> dict[str, float]:
         }
 
 
+def label_geometry(x1: Tensor, x2: Tensor, labels: Tensor) -> list[tuple[int, int, float, float]]:
+    """Alignment and uniformity within each label (a class, or a group), measured as
+    :func:`space_metrics` measures them over the whole held-out set.
+
+    Args:
+        x1, x2: (B, D) features of the two held-out views of B sources.
+        labels: (B,) integer ids.
+
+    Returns:
+        One ``(label, n, align, uniform)`` per distinct label, ascending: ``n`` the label's rows;
+        ``align`` the protocol alignment (α = 2) over its pairs whose two views both have a
+        direction, NaN without such a pair; ``uniform`` the protocol uniformity (t = 2) over
+        those pairs' view-1 rows (the same seeded subsample as the global value above
+        :data:`MAX_UNIFORM_POINTS`), NaN with fewer than 2.
+    """
+    labels = labels.to(x1.device)
+    both = has_direction(x1) & has_direction(x2)
+    out = []
+    with torch.no_grad():
+        for label in labels.unique().tolist():
+            mine = labels == label
+            rows = (mine & both).nonzero().flatten()
+            y1, y2 = x1[rows], x2[rows]
+            pick = _subsample(y1.shape[0], MAX_UNIFORM_POINTS)
+            u1 = y1 if pick is None else y1[pick.to(y1.device)]
+            n_rows = y1.shape[0]
+            align = float(align_loss(y1, y2, PROTOCOL_ALPHA)) if n_rows >= 1 else math.nan
+            uniform = float(uniform_loss(u1, PROTOCOL_T)) if n_rows >= 2 else math.nan
+            out.append((int(label), int(mine.sum()), align, uniform))
+    return out
+
+
+def worst_and_spread(values: list[float], worst: str = "max") -> tuple[float, float]:
+    """(worst, max - min) of the finite ``values``; worst is their max (``"max"``: lower is
+    better) or min (``"min"``). (NaN, NaN) when none is finite."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return math.nan, math.nan
+    return (max(finite) if worst == "max" else min(finite)), max(finite) - min(finite)
+
+
+def class_geometry_metrics(
+    h1: Tensor, h2: Tensor, z1: Tensor, z2: Tensor, labels: Tensor
+) -> tuple[dict[str, float], dict[str, list[tuple[int, int, float, float]]]]:
+    """Conditional alignment and uniformity in both spaces (release gate §AA.8).
+
+    Args:
+        h1, h2: (B, Dh), z1, z2: (B, Dz) features of the two held-out views; labels: (B,).
+
+    Returns:
+        ``{h,z}/align_worst_class`` (the largest per-class alignment), ``{h,z}/align_class_spread``
+        (largest minus smallest), ``{h,z}/uniform_worst_class`` and ``{h,z}/uniform_class_spread``
+        likewise; and each space's :func:`label_geometry` rows.
+    """
+    metrics, rows = {}, {}
+    for space, (x1, x2) in (("h", (h1, h2)), ("z", (z1, z2))):
+        rows[space] = label_geometry(x1, x2, labels)
+        for i, name in ((2, "align"), (3, "uniform")):
+            worst, spread = worst_and_spread([row[i] for row in rows[space]])
+            metrics[f"{space}/{name}_worst_class"] = worst
+            metrics[f"{space}/{name}_class_spread"] = spread
+    return metrics, rows
+
+
 def pair_diagnostics(
     h1: Tensor,
     h2: Tensor,

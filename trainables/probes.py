@@ -1,7 +1,9 @@
 """Frozen-feature probes: weighted cosine kNN and a linear classifier, for ``h`` and ``z``.
 
 Both are fit on a labelled train split and scored on a disjoint held-out split; the caller owns
-the split (``trainables.data`` makes a fixed, seeded one).
+the split (``trainables.data`` makes a fixed, seeded one). :func:`fit_probes` fits both once, in
+both spaces, and its :class:`FittedProbes` labels any features (the held-out split, one class of
+it, corrupted copies of it for the shift tests).
 
 Linear-probe protocol (fixed, so numbers compare across trials and studies):
   1. standardise each feature with the train split's mean and std (std floored at 1e-6);
@@ -12,6 +14,8 @@ Linear-probe protocol (fixed, so numbers compare across trials and studies):
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -84,8 +88,7 @@ def knn_top1(train_x: Tensor, train_y: Tensor, test_x: Tensor, test_y: Tensor, *
     """Top-1 accuracy of :func:`knn_predict` on the held-out split."""
     _check_split("train", train_x, train_y)
     _check_split("test", test_x, test_y)
-    pred = knn_predict(train_x, train_y, test_x, **kwargs)
-    return float((pred.cpu() == test_y.cpu().long()).double().mean())
+    return top1(knn_predict(train_x, train_y, test_x, **kwargs), test_y)
 
 
 def linear_probe_fit(
@@ -124,16 +127,102 @@ def linear_probe_fit(
     return mean, std, weight, bias
 
 
+def linear_probe_predict(fit: tuple[Tensor, Tensor, Tensor, Tensor], x: Tensor) -> Tensor:
+    """(N, D) features -> (N,) labels of a probe fit by :func:`linear_probe_fit`."""
+    mean, std, weight, bias = fit
+    return (((x.detach().double().to(mean.device) - mean) / std) @ weight + bias).argmax(dim=1)
+
+
+def top1(pred: Tensor, y: Tensor) -> float:
+    """Share of (N,) predictions equal to (N,) labels."""
+    return float((pred.cpu() == y.cpu().long()).double().mean())
+
+
 def linear_top1(
     train_x: Tensor, train_y: Tensor, test_x: Tensor, test_y: Tensor, **kwargs
 ) -> float:
     """Top-1 held-out accuracy of the fixed-protocol linear probe (see module docstring)."""
     _check_split("train", train_x, train_y)
     _check_split("test", test_x, test_y)
-    mean, std, weight, bias = linear_probe_fit(train_x, train_y, **kwargs)
-    x = (test_x.detach().double().to(mean.device) - mean) / std
-    pred = (x @ weight + bias).argmax(dim=1)
-    return float((pred.cpu() == test_y.cpu().long()).double().mean())
+    return top1(linear_probe_predict(linear_probe_fit(train_x, train_y, **kwargs), test_x), test_y)
+
+
+@dataclass(frozen=True)
+class FittedProbes:
+    """Both probes fit once on one labelled split, in both spaces, ready to label any features
+    of those spaces (clean held-out, corrupted held-out, one class of it).
+
+    ``train`` holds ``h`` (N, Dh), ``z`` (N, Dz) and ``y`` (N,): the kNN's bank. ``linear`` maps
+    each space to its :func:`linear_probe_fit` result, or is None when the linear probe is off.
+    """
+
+    train: dict[str, Tensor]
+    k: int
+    temperature: float
+    num_classes: int
+    linear: dict[str, tuple[Tensor, Tensor, Tensor, Tensor]] | None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return ("knn", "linear") if self.linear is not None else ("knn",)
+
+    def predict(self, probe: str, space: str, x: Tensor) -> Tensor:
+        """(N, D) features of ``space`` -> (N,) labels by ``probe`` ("knn" or "linear")."""
+        if probe == "linear":
+            if self.linear is None:
+                raise ValueError("the linear probe is off (linear=False)")
+            return linear_probe_predict(self.linear[space], x)
+        return knn_predict(
+            self.train[space], self.train["y"], x,
+            k=self.k, temperature=self.temperature, num_classes=self.num_classes,
+        )  # fmt: skip
+
+
+def fit_probes(
+    train: dict[str, Tensor],
+    *,
+    num_classes: int,
+    k: int = 20,
+    knn_temperature: float = 0.07,
+    linear: bool = True,
+    weight_decay: float = 1e-4,
+    max_iter: int = 200,
+) -> FittedProbes:
+    """Both probes on both spaces of ``train`` (keys ``h``, ``z``, ``y``), fit once."""
+    for space in ("h", "z"):
+        _check_split("train", train[space], train["y"])
+    fits = None
+    if linear:
+        fit = lambda space: linear_probe_fit(  # noqa: E731
+            train[space], train["y"], weight_decay=weight_decay, max_iter=max_iter,
+            num_classes=num_classes,
+        )  # fmt: skip
+        fits = {space: fit(space) for space in ("h", "z")}
+    return FittedProbes(dict(train), k, knn_temperature, num_classes, fits)
+
+
+Predictions = dict[tuple[str, str], Tensor]  # (probe, space) -> (N,) predicted labels
+
+
+def probe_predictions(probes: FittedProbes, test: dict[str, Tensor]) -> Predictions:
+    """Every fitted probe's labels for ``test`` (keys ``h`` (N, Dh), ``z`` (N, Dz), ``y`` (N,))."""
+    for space in ("h", "z"):
+        _check_split("test", test[space], test["y"])
+    return {
+        (probe, space): probes.predict(probe, space, test[space])
+        for space in ("h", "z")
+        for probe in probes.names
+    }
+
+
+def predictions_top1(predictions: Predictions, y: Tensor) -> dict[str, float]:
+    """``probe/{probe}_top1_{space}`` of each prediction against the (N,) labels ``y``."""
+    return {f"probe/{probe}_top1_{space}": top1(p, y) for (probe, space), p in predictions.items()}
+
+
+def score_probes(probes: FittedProbes, test: dict[str, Tensor]) -> dict[str, float]:
+    """``probe/{knn,linear}_top1_{h,z}`` of fitted probes on ``test`` (keys ``h``, ``z``, ``y``)."""
+    return predictions_top1(probe_predictions(probes, test), test["y"])
 
 
 def probe_metrics(
@@ -152,25 +241,8 @@ def probe_metrics(
         train, test: dicts with keys ``h`` (N, Dh), ``z`` (N, Dz) and ``y`` (N,) labels.
     """
     classes = int(max(train["y"].max(), test["y"].max())) + 1
-    out: dict[str, float] = {}
-    for space in ("h", "z"):
-        out[f"probe/knn_top1_{space}"] = knn_top1(
-            train[space],
-            train["y"],
-            test[space],
-            test["y"],
-            k=k,
-            temperature=knn_temperature,
-            num_classes=classes,
-        )
-        if linear:
-            out[f"probe/linear_top1_{space}"] = linear_top1(
-                train[space],
-                train["y"],
-                test[space],
-                test["y"],
-                weight_decay=weight_decay,
-                max_iter=max_iter,
-                num_classes=classes,
-            )
-    return out
+    probes = fit_probes(
+        train, num_classes=classes, k=k, knn_temperature=knn_temperature, linear=linear,
+        weight_decay=weight_decay, max_iter=max_iter,
+    )  # fmt: skip
+    return score_probes(probes, test)

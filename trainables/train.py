@@ -14,6 +14,11 @@ non-finite one is noticed through :class:`DivergenceWatch`), convolutional encod
 channels_last, and ``compile`` (auto: on for CUDA) compiles the training forward. Evaluation
 runs on the trial's device too.
 
+The final evaluation (at the last step) also measures the trial's evidence once
+(:mod:`trainables.evidence`: conditional geometry, subgroup probes, shift tests, source return):
+its metrics join that evaluation's, its tables are the result's ``evidence``; a trial that
+diverged or collapsed before its last step has none.
+
 It knows nothing of Ray or MLflow: a :class:`Reporter` receives metrics and checkpoints, and may
 hand back a checkpoint to resume from.
 """
@@ -46,13 +51,20 @@ from trainables.data import (
 )
 from trainables.diagnostics import pair_diagnostics
 from trainables.encoders import ContrastiveModel, build_model
+from trainables.evidence import evidence_metrics, trial_evidence
 from trainables.objectives import NonFiniteError, align_uniform_loss, info_nce, nt_xent
-from trainables.probes import probe_metrics
+from trainables.probes import (
+    FittedProbes,
+    Predictions,
+    fit_probes,
+    predictions_top1,
+    probe_predictions,
+)
 
 CHECKPOINT_FILE = "trial.pt"
 EVAL_VIEWS_SEED = 2**31 - 1  # held-out views are the same for every trial of a study
 STATUSES = ("finished", "diverged", "collapsed")
-TIMES = ("train_s", "eval_s", "data_s", "checkpoint_s", "compile_s")
+TIMES = ("train_s", "eval_s", "data_s", "checkpoint_s", "compile_s", "evidence_s")
 CONV_ENCODERS = ("small_cnn", "resnet18")
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests may pick a lighter one)
 COMPILED_PREFIX = "_orig_mod."  # what torch.compile's wrapper puts before every state key
@@ -269,11 +281,14 @@ def heldout_features(
     data: DataBundle,
     device: torch.device,
     resident: ResidentData | None = None,
+    keep_inputs: bool = False,
 ) -> dict[str, Tensor]:
     """What an evaluation scores, on ``device``: the encoder (``h1``, ``h2``) and head (``z1``,
     ``z2``) outputs of two fixed augmented views of the held-out split, the un-augmented
     held-out (``held_h``, ``held_z``, ``held_y``) and probe-train (``probe_h``, ``probe_z``,
-    ``probe_y``) features, and the training ``groups`` of one batch (or None).
+    ``probe_y``) features, and the training ``groups`` of one batch (or None). With
+    ``keep_inputs`` (the final evaluation's evidence), also the stored held-out rows
+    (``held_x``) and the two normalised views (``v1``, ``v2``).
 
     ``resident`` (the data on ``device``) spares the copies; the features are the same."""
     was_training = model.training
@@ -296,27 +311,61 @@ def heldout_features(
     out["held_y"], out["probe_y"] = heldout_y.to(device), probe_y.to(device)
     groups = None if data.train_groups is None else data.train_groups[: config.batch_size]
     out["groups"] = groups
+    if keep_inputs:
+        out["held_x"], out["v1"], out["v2"] = heldout_x, v1, v2
     model.train(was_training)
     return out
 
 
+def trial_probes(config: TrialConfig, features: dict[str, Tensor]) -> FittedProbes:
+    """The trial's probes, fit on the clean probe-train features of :func:`heldout_features`."""
+    classes = int(max(features["probe_y"].max(), features["held_y"].max())) + 1
+    return fit_probes(
+        {"h": features["probe_h"], "z": features["probe_z"], "y": features["probe_y"]},
+        num_classes=classes, k=config.knn_k, knn_temperature=config.knn_temperature,
+        linear=config.linear_probe, max_iter=config.linear_probe_iters,
+    )  # fmt: skip
+
+
+def held_predictions(probes: FittedProbes, features: dict[str, Tensor]) -> Predictions:
+    """The probes' labels for the un-augmented held-out features of :func:`heldout_features`."""
+    held = {"h": features["held_h"], "z": features["held_z"], "y": features["held_y"]}
+    return probe_predictions(probes, held)
+
+
 @torch.no_grad()
-def score(config: TrialConfig, features: dict[str, Tensor]) -> dict[str, float]:
+def score(
+    config: TrialConfig, features: dict[str, Tensor], predictions: Predictions | None = None
+) -> dict[str, float]:
     """Held-out diagnostics and both probes on both spaces, computed where ``features`` are
-    (see :func:`heldout_features`); the linear probe runs in float64 there."""
+    (see :func:`heldout_features`); the linear probe runs in float64 there. ``predictions``
+    made already (:func:`held_predictions`) are scored as they are."""
     metrics = pair_diagnostics(
         features["h1"], features["h2"], features["z1"], features["z2"], features["held_y"],
         batch_size=config.batch_size,
         temperature=config.temperature if config.objective == "info_nce" else None,
         groups=features["groups"], group_policy=config.group_policy,
     )  # fmt: skip
-    metrics |= probe_metrics(
-        {"h": features["probe_h"], "z": features["probe_z"], "y": features["probe_y"]},
-        {"h": features["held_h"], "z": features["held_z"], "y": features["held_y"]},
-        k=config.knn_k, knn_temperature=config.knn_temperature,
-        linear=config.linear_probe, max_iter=config.linear_probe_iters,
-    )  # fmt: skip
-    return metrics
+    if predictions is None:
+        predictions = held_predictions(trial_probes(config, features), features)
+    return metrics | predictions_top1(predictions, features["held_y"])
+
+
+def stored_embedder(config: TrialConfig, model: ContrastiveModel, data: DataBundle, device):
+    """Stored rows -> (h, z) on ``device``: the model in evaluation mode, at the training
+    precision, as :func:`heldout_features` encodes the un-augmented held-out rows."""
+    layout = {"channels_last": uses_channels_last(config, device)}
+
+    @torch.no_grad()
+    def run(rows: Tensor) -> tuple[Tensor, Tensor]:
+        was_training = model.training
+        model.eval()
+        with autocast_for(config, device):
+            out = encode(model, data, rows, device, **layout)
+        model.train(was_training)
+        return out
+
+    return run
 
 
 def evaluate(
@@ -413,6 +462,7 @@ class _Trial:
         self.loss_sum, self.loss_count = 0.0, 0  # since the last evaluation
         self.times = dict.fromkeys(TIMES, 0.0)
         self.last_metrics: dict[str, float] = {}
+        self.evidence: dict[str, Any] = {}  # the final evaluation's (trainables.evidence)
         self.status = "finished"
 
     # -- checkpoints --
@@ -463,13 +513,28 @@ class _Trial:
         previous = self.last_metrics.get("z/dim_std_mean")
         return std < self.config.collapse_std and previous is not None and std <= previous
 
-    def evaluate_and_report(self, checkpoint: bool) -> None:
+    def evaluate_and_report(self, checkpoint: bool, final: bool = False) -> None:
+        """Evaluate, then report (with a checkpoint when ``checkpoint``). The ``final``
+        evaluation, at the last step, also measures the evidence (:func:`trial_evidence`): its
+        metrics join this evaluation's, its tables are kept for the result, its seconds go to
+        ``evidence_s`` (not ``eval_s``)."""
         t0 = time.perf_counter()
         self.loss_sum += self.watch.take_loss_sum()
-        metrics = self.train_metrics() | evaluate(
-            self.config, self.model, self.data, self.device, self.resident
+        features = heldout_features(
+            self.config, self.model, self.data, self.device, self.resident, keep_inputs=final
         )
+        probes = trial_probes(self.config, features)
+        predictions = held_predictions(probes, features)
+        metrics = self.train_metrics() | score(self.config, features, predictions)
         self.times["eval_s"] += time.perf_counter() - t0
+        if final:
+            t0 = time.perf_counter()
+            embed = stored_embedder(self.config, self.model, self.data, self.device)
+            found, self.evidence = trial_evidence(
+                self.config, self.data, features, probes, predictions, embed
+            )
+            metrics |= found
+            self.times["evidence_s"] += time.perf_counter() - t0
         self.loss_sum, self.loss_count = 0.0, 0
         if self.is_collapsing(metrics["z/dim_std_mean"]):
             self.status = "collapsed"
@@ -570,7 +635,8 @@ class _Trial:
                 self.diverge(bad)
                 break
             if at_mark:
-                self.evaluate_and_report(checkpoint=self.step < self.config.steps)
+                last = self.step == self.config.steps
+                self.evaluate_and_report(checkpoint=not last, final=last)
                 if self.status != "finished":
                     break
             t_data = time.perf_counter()
@@ -580,7 +646,7 @@ class _Trial:
             if bad is not None:
                 self.diverge(bad)
             else:
-                self.evaluate_and_report(checkpoint=False)
+                self.evaluate_and_report(checkpoint=False, final=True)
         return self.result(time.perf_counter() - self.wall0)
 
     def result(self, wall_s: float) -> dict[str, Any]:
@@ -591,6 +657,7 @@ class _Trial:
             "steps": self.step,
             "wall_s": wall_s,
             **{f"time/{k}": v for k, v in self.times.items()},
+            "evidence": self.evidence,
         }
 
 
@@ -612,10 +679,15 @@ def evaluation_metrics(config: TrialConfig) -> tuple[str, ...]:
 
 
 def final_metrics(config: TrialConfig) -> tuple[str, ...]:
-    """Every numeric name in the result of :func:`run_trial`: the last evaluation's metrics,
-    ``examples_seen``, ``steps``, ``wall_s`` and ``time/*``."""
+    """Every numeric name in the result of a trial that reached its last step: the last
+    evaluation's metrics (those of every evaluation and the evidence's,
+    :func:`trainables.evidence.evidence_metrics`), ``examples_seen``, ``steps``, ``wall_s`` and
+    ``time/*``. A trial that diverged or collapsed before its last step lacks the evidence's."""
     times = tuple(f"time/{k}" for k in TIMES)
-    return (*evaluation_metrics(config), "examples_seen", "steps", "wall_s", *times)
+    return (
+        *evaluation_metrics(config), *evidence_metrics(config),
+        "examples_seen", "steps", "wall_s", *times,
+    )  # fmt: skip
 
 
 def run_trial(
@@ -630,10 +702,12 @@ def run_trial(
 
     Returns:
         The last evaluation's metrics plus ``status`` (finished | diverged | collapsed),
-        ``examples_seen``, ``steps``, ``wall_s`` (this process's wall time) and ``time/*``
-        (training-step, evaluation, data, checkpoint and compile seconds, cumulative across
-        resumes; on CUDA the views are augmented in the training stream, so their device time
-        is in ``train_s``, and the first compiled step, compiling included, is ``compile_s``).
+        ``examples_seen``, ``steps``, ``wall_s`` (this process's wall time), ``time/*``
+        (training-step, evaluation, data, checkpoint, compile and evidence seconds, cumulative
+        across resumes; on CUDA the views are augmented in the training stream, so their device
+        time is in ``train_s``, and the first compiled step, compiling included, is
+        ``compile_s``) and ``evidence``: the tables of :func:`trainables.evidence.trial_evidence`
+        (a JSON-serialisable dict; empty unless the trial reached its last step).
     """
     if not isinstance(config, TrialConfig):
         config = TrialConfig(**config)
