@@ -8,6 +8,10 @@ gate (§AA), filled only from what a study's record shows: the results frame of
 Anything the record does not carry is reported as "not measured", never guessed: a missing
 column, a trial without metrics (failed, killed) or a study of one trial never raises.
 Summaries of metrics use finished trials only; cost counts every trial.
+
+Source return is the one section the frame cannot fill: its examples are per-trial artifacts
+(held-out anchors with their positive and hardest negatives). The study side passes the ones it
+has as ``evidence_card(df, source_return={label: table})`` (see :func:`evidence_card`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from types import MappingProxyType
@@ -55,6 +60,23 @@ SPACES = {"h": "h (encoder output)", "z": "z (projection-head output)"}
 GEOMETRY = ("align", "uniform", "effective_rank", "dim_std_min", "dim_std_mean")
 # Columns that would record a cross-device or memory-bank candidate pool, were one used.
 POOL_COLUMNS = ("world_size", "gather", "queue_size", "memory_bank")
+# Per held-out class geometry, {h,z}/<name>: the worst class (the highest value: alignment and
+# uniformity are both lower-is-better) and the spread (highest minus lowest class).
+CLASS_GEOMETRY = ("align_worst_class", "align_class_spread", "uniform_worst_class",
+                  "uniform_class_spread")  # fmt: skip
+# Per-class and per-group probe accuracy, <probe>_<suffix>: gap = overall top-1 - worst.
+SUBGROUP_SUFFIXES = ("worst_class", "class_gap", "worst_group", "group_gap")
+# Alignment of independent uniform points on the sphere (seed 004): a class at or above it has
+# positives no closer than unrelated inputs.
+NO_INFORMATION_ALIGNMENT = 2.0
+# A shift-test family "holds up" at a design point when the point's top-1 under corruption,
+# averaged over the severities (and over the point's finished replicates), is at most this much
+# below its clean top-1 (absolute, 0.05 = 5 percentage points).
+HOLD_UP_DROP = 0.05
+# The rows of one trial's source-return artifact (8 held-out anchors, each with its positive and
+# its three hardest negatives, role positive | negative_1 | negative_2 | negative_3).
+SOURCE_RETURN_COLUMNS = ("anchor", "anchor_label", "role", "index", "label", "similarity",
+                         "false_negative")  # fmt: skip
 
 
 # ---------------------------------------------------------------- augmentation classification
@@ -208,14 +230,24 @@ class EvidenceCard:
         }
 
 
-def evidence_card(df: pd.DataFrame) -> EvidenceCard:
-    """The §BG card and §AA gate of one study's results frame (see :mod:`analysis.load`)."""
+def evidence_card(
+    df: pd.DataFrame, source_return: Mapping[str, pd.DataFrame | None] | None = None
+) -> EvidenceCard:
+    """The §BG card and §AA gate of one study's results frame (see :mod:`analysis.load`).
+
+    ``source_return`` holds the source-return examples the study has, which the frame cannot
+    carry: a label naming the point (e.g. "best point p002 (τ=0.5, B=64)") -> that trial's
+    artifact table, with the columns of :data:`SOURCE_RETURN_COLUMNS` (one row per anchor and
+    role), or None when only its panel is at hand (the report shows it; the card says so and
+    gives no numbers). None or empty: the section says "not measured"."""
     attrs = dict(df.attrs)
     builders = dict(zip(SECTION_TITLES, _SECTION_BUILDERS, strict=True))
+    sections = {title: build(df, attrs) for title, build in builders.items()}
+    sections["Source return"] = source_return_section(source_return)
     return EvidenceCard(
         study=str(attrs.get("study") or _first(df, "study") or ""),
         n_trials=len(df),
-        sections={title: build(df, attrs) for title, build in builders.items()},
+        sections=sections,
         gate=release_gate(df),
         summary=_summary(df, attrs),
     )
@@ -561,7 +593,7 @@ def representation_layer(df: pd.DataFrame, attrs: dict) -> str | Table:
 def geometry(df: pd.DataFrame, attrs: dict) -> str | Table:
     done = _finished(df)
     rows = []
-    for m in GEOMETRY:
+    for m in (*GEOMETRY, *CLASS_GEOMETRY):
         h, z = _num(done, f"h/{m}"), _num(done, f"z/{m}")
         if h is not None or z is not None:
             rows.append((m, *_mean_and_range(h), *_mean_and_range(z)))
@@ -573,9 +605,46 @@ def geometry(df: pd.DataFrame, attrs: dict) -> str | Table:
     caption = (
         f"Held-out positive pairs, {len(done)} finished trials; alignment and uniformity use one "
         "fixed protocol (α = 2, t = 2) whatever the training t; sim/* are cosines in z. "
-        "Neighbourhood and class structure: see the kNN probes (Transfer)."
+        "Neighbourhood and class structure: see the kNN probes (Transfer)"
     )
-    return Table(("metric", "h mean", "h range", "z mean", "z range"), tuple(rows), caption)
+    if _class_geometry(done):
+        caption += (
+            " and the per-class rows: *_worst_class is the held-out class with the highest "
+            "(worst) value, *_class_spread the highest minus the lowest class, so a global "
+            "average can hide a class the spread exposes (seed 003 §P, §Q). Alignment compares "
+            "only across trials that share an augmentation pipeline (seed 004)"
+            + _no_information_flag(done)
+        )
+    else:
+        caption += f"; per-class alignment and uniformity: {NOT_MEASURED}"
+    return Table(("metric", "h mean", "h range", "z mean", "z range"), tuple(rows), caption + ".")
+
+
+def _class_geometry(done: pd.DataFrame) -> dict[str, pd.Series]:
+    """The per-class geometry columns ({h,z}/CLASS_GEOMETRY) with a value in some trial."""
+    found = {}
+    for name in (f"{space}/{m}" for space in SPACES for m in CLASS_GEOMETRY):
+        value = _num(done, name)
+        if value is not None and value.notna().any():
+            found[name] = value
+    return found
+
+
+def _no_information_flag(done: pd.DataFrame) -> str:
+    """'. FLAG: ...' naming the trials whose worst class aligns no better than unrelated points."""
+    flags = []
+    for space in SPACES:
+        worst = _num(done, f"{space}/align_worst_class")
+        n = 0 if worst is None else int((worst >= NO_INFORMATION_ALIGNMENT).sum())
+        if n:
+            flags.append(f"{space} in {n} trial(s)")
+    if not flags:
+        return ""
+    return (
+        f". FLAG: worst-class alignment at or above {_fmt(NO_INFORMATION_ALIGNMENT)}, the value "
+        f"of unrelated points (seed 004), {'; '.join(flags)}: that class's positives are no "
+        "closer than chance"
+    )
 
 
 def _mean_and_range(s: pd.Series | None) -> tuple[str, str]:
@@ -611,12 +680,294 @@ def _transfer_row(done: pd.DataFrame, probe: str, attrs: dict) -> tuple[str, ...
     return (probe, label, _mean_sd(value[key == best]), _mean_sd(value))
 
 
-def shift_tests(df: pd.DataFrame, attrs: dict) -> str:
-    return f"{NOT_MEASURED}: the record names no shifted domain or corruption family."
+# ------------------------------------------------------------------------ shift tests (§AS, §AJ)
+_SHIFT_COLUMN = re.compile(
+    r"shift/(?P<family>[^/]+)/(?:s(?P<severity>\d+)/)?(?P<leaf>(?:knn|linear)_top1_[hz])"
+)
+_PROBE_COLUMN = re.compile(r"probe/(?:knn|linear)_top1_[hz]")
 
 
-def subgroups(df: pd.DataFrame, attrs: dict) -> str:
-    return f"{NOT_MEASURED}: only global averages are recorded (no per-class or per-group metrics)."
+@dataclass(frozen=True)
+class FamilyShift:
+    """One corruption family of the shift tests, over the finished trials trained with one
+    augmentation: the probe's top-1 drop (its clean value in the frame minus its value under
+    the corruption) per severity and averaged over severities, as means over the trials, and
+    at the design point where it is largest (mean over the point's replicates).
+
+    ``covered_by``: the augmentation components whose training covers the family
+    (``trainables.shift.COVERED_BY``; None for a family it does not name); ``covered``: whether
+    this augmentation has one (None when the family or the augmentation is unknown);
+    ``measured`` of ``trials``: the finished trials with both a clean and a corrupted top-1."""
+
+    augmentation: str
+    family: str
+    covered_by: tuple[str, ...] | None
+    covered: bool | None
+    measured: int
+    trials: int
+    drop_by_severity: tuple[tuple[int, float], ...]
+    drop: float
+    worst_point: str | None
+    worst_point_drop: float
+
+    @property
+    def verdict(self) -> str:
+        """ "held up" (the worst point's mean drop is at most :data:`HOLD_UP_DROP`), "breaks",
+        or "not tested" (no trial measured)."""
+        if not self.measured:
+            return "not tested"
+        return "held up" if self.worst_point_drop <= HOLD_UP_DROP else "breaks"
+
+
+def shift_probe(df: pd.DataFrame) -> str:
+    """The probe the shift tests are judged by: the study's target when it is a probe top-1 with
+    shift columns, else ``probe/knn_top1_h``."""
+    target = _target(dict(df.attrs))
+    if _PROBE_COLUMN.fullmatch(target) and _shift_columns(df, target):
+        return target
+    return DEFAULT_TARGET
+
+
+def _shift_columns(df: pd.DataFrame, probe: str) -> dict[str, tuple[str | None, dict[int, str]]]:
+    """family -> (its mean-over-severities column or None, severity -> column) for ``probe``."""
+    leaf = probe.removeprefix("probe/")
+    found: dict[str, tuple[str | None, dict[int, str]]] = {}
+    for col in df.columns:
+        match = _SHIFT_COLUMN.fullmatch(str(col))
+        if match is None or match["leaf"] != leaf:
+            continue
+        mean, severities = found.get(match["family"], (None, {}))
+        if match["severity"] is None:
+            mean = str(col)
+        else:
+            severities = {**severities, int(match["severity"]): str(col)}
+        found[match["family"]] = (mean, severities)
+    return found
+
+
+def _family_order() -> dict[str, int]:
+    from trainables.shift import COVERED_BY
+
+    return {family: i for i, family in enumerate(COVERED_BY)}
+
+
+def _coverage(augmentation: str | None, family: str) -> tuple[tuple[str, ...] | None, bool | None]:
+    from trainables.shift import COVERED_BY, covered
+
+    if family not in COVERED_BY:
+        return None, None
+    by = tuple(COVERED_BY[family])
+    return by, None if augmentation is None else bool(covered(augmentation, family))
+
+
+def shift_drops(df: pd.DataFrame, probe: str = DEFAULT_TARGET) -> tuple[FamilyShift, ...]:
+    """Every (training augmentation, corruption family) of the finished trials, in that order
+    (families in ``trainables.shift.COVERED_BY`` order): see :class:`FamilyShift`. A family
+    counts for an augmentation's trials when some finished trial on the same dataset measured
+    it. Empty when the frame has no shift column for ``probe`` or no ``probe`` itself."""
+    columns = _shift_columns(df, probe)
+    done = _finished(df)
+    clean = _num(done, probe)
+    if not columns or clean is None or done.empty:
+        return ()
+    drops = {}
+    for family, (mean, severities) in columns.items():
+        by_severity = {k: clean - _num(done, c) for k, c in sorted(severities.items())}
+        if mean is not None:
+            overall = clean - _num(done, mean)
+        else:
+            overall = pd.concat(by_severity.values(), axis=1).mean(axis=1, skipna=False)
+        drops[family] = (overall, by_severity)
+    augmentation = (
+        done["augmentation"].astype("string").fillna("not recorded")
+        if "augmentation" in done.columns
+        else pd.Series("not recorded", index=done.index)
+    )
+    dataset = done["dataset"] if "dataset" in done.columns else pd.Series("", index=done.index)
+    point = done["point_id"].astype(str) if "point_id" in done.columns else done.index.astype(str)
+    order = _family_order()
+    families = sorted(drops, key=lambda f: (order.get(f, len(order)), f))
+    rows = []
+    for aug in sorted(augmentation.unique()):
+        mine = augmentation == aug
+        same_data = dataset.isin(dataset[mine].unique())
+        for family in families:
+            overall, by_severity = drops[family]
+            if not overall[same_data].notna().any():
+                continue  # a family of another dataset (image corruptions vs toy vectors)
+            drop = overall[mine].dropna()
+            per_point = drop.groupby(point[drop.index]).mean()
+            by, covers = _coverage(None if aug == "not recorded" else str(aug), family)
+            rows.append(
+                FamilyShift(
+                    augmentation=str(aug),
+                    family=family,
+                    covered_by=by,
+                    covered=covers,
+                    measured=len(drop),
+                    trials=int(mine.sum()),
+                    drop_by_severity=tuple(
+                        (k, float(v[mine].mean())) for k, v in by_severity.items()
+                    ),
+                    drop=float(drop.mean()) if len(drop) else math.nan,
+                    worst_point=str(per_point.idxmax()) if len(per_point) else None,
+                    worst_point_drop=float(per_point.max()) if len(per_point) else math.nan,
+                )
+            )
+    return tuple(rows)
+
+
+def _covered_cell(row: FamilyShift) -> str:
+    if row.covered_by is None:
+        return "unknown (family not in trainables.shift.COVERED_BY)"
+    names = " or ".join(row.covered_by)
+    by = f"covered by {names}" if names else "no augmentation covers it"
+    if row.covered is None:
+        return f"unknown (augmentation not recorded; {by})"
+    return f"yes ({names})" if row.covered else f"no ({by})"
+
+
+def _family_list(rows: list[FamilyShift]) -> str:
+    return ", ".join(f"{r.family} {_fmt(round(r.worst_point_drop, 4))}" for r in rows) or "none"
+
+
+def invariance_claim(rows: tuple[FamilyShift, ...]) -> dict[str, str]:
+    """Per training augmentation, the invariance claim the shift tests support, in words: the
+    families its training covers that held up (:data:`HOLD_UP_DROP`), then the covered ones that
+    broke, the uncovered ones (held up: robustness observed, not claimed) and the untested."""
+    claims = {}
+    for aug in dict.fromkeys(r.augmentation for r in rows):
+        mine = [r for r in rows if r.augmentation == aug]
+        tested = [r for r in mine if r.measured]
+        claimed = [r.family for r in tested if r.covered and r.verdict == "held up"]
+        broke = [r for r in tested if r.covered and r.verdict == "breaks"]
+        free = [r for r in tested if not r.covered and r.verdict == "held up"]
+        lost = [r for r in tested if not r.covered and r.verdict == "breaks"]
+        untested = [r.family for r in mine if r.measured < r.trials]
+        claims[aug] = (
+            f"{aug}: claimed invariance to {', '.join(claimed) or 'no tested corruption'}"
+            f"; covered by training but breaks: {_family_list(broke)}"
+            f"; not covered, held up (robustness observed, not claimed): {_family_list(free)}"
+            f"; not covered, breaks: {_family_list(lost)}"
+            + (f"; missing in some finished trials: {', '.join(untested)}" if untested else "")
+        )
+    return claims
+
+
+def shift_tests(df: pd.DataFrame, attrs: dict) -> str | Table:
+    probe = shift_probe(df)
+    rows = shift_drops(df, probe)
+    if not any(r.measured for r in rows):
+        return f"{NOT_MEASURED}: the record names no shifted domain or corruption family."
+    severities = sorted({k for r in rows for k, _ in r.drop_by_severity})
+    done = _finished(df)
+    table_rows = []
+    for r in rows:
+        by = dict(r.drop_by_severity)
+        worst = (
+            f"{_point_label(done, r.worst_point, _factors(attrs))}: "
+            f"{_fmt(round(r.worst_point_drop, 4))}"
+            if r.worst_point is not None and "point_id" in done.columns
+            else _fmt(round(r.worst_point_drop, 4))
+        )
+        table_rows.append((
+            r.augmentation, r.family, _covered_cell(r),
+            *(_fmt(round(by[k], 4)) if k in by else "-" for k in severities),
+            _fmt(round(r.drop, 4)), worst, f"{r.measured}/{r.trials}", r.verdict,
+        ))  # fmt: skip
+    claims = " ".join(f"{c}." for c in invariance_claim(rows).values())
+    others = [
+        f"{col}: {_range(_num(done, col))} (clean {_range(_num(done, p))})"
+        for p in PROBES
+        if (col := f"shift/mean_{p.removeprefix('probe/')}") in done.columns
+    ]
+    caption = (
+        f"Corruption families on the held-out split, judged by {probe}: drop = clean top-1 minus "
+        "top-1 under the corruption, mean over finished trials at each severity and over the "
+        f"severities. A family holds up when its mean drop over severities is at most "
+        f"{_fmt(HOLD_UP_DROP)} at every design point (mean over the point's replicates; the "
+        "worst point is shown); it is covered when a component of the trials' training "
+        "augmentation trains for it (trainables.shift.COVERED_BY). Seen and unseen corruptions "
+        "are kept apart (seed 003 §AS): only covered families that held up are claimed as "
+        f"learned invariances. {claims}"
+        + (f" Mean over families and severities (shift/mean_*): {'; '.join(others)}." if others
+           else "")
+        + f" Named domain shifts (other datasets, sensors, styles): {NOT_MEASURED}."
+    )  # fmt: skip
+    columns = ("training augmentation", "family", "covered by training",
+               *(f"drop s{k}" for k in severities), "mean drop", "worst point: mean drop",
+               "trials", "verdict")  # fmt: skip
+    return Table(columns, tuple(table_rows), caption)
+
+
+# ------------------------------------------------------------------------------- subgroups
+def subgroup_table(df: pd.DataFrame) -> Table:
+    """Per probe with per-class (or per-group) results: its overall top-1 and each recorded
+    ``<probe>_<suffix>`` of :data:`SUBGROUP_SUFFIXES`, as "mean (range)" over finished trials."""
+    done = _finished(df)
+    suffixes = [x for x in SUBGROUP_SUFFIXES if any(_values(done, f"{p}_{x}") for p in PROBES)]
+    rows = []
+    for probe in PROBES:
+        cells = [_num(done, f"{probe}_{x}") for x in suffixes]
+        if any(_values(done, f"{probe}_{x}") for x in suffixes):
+            rows.append((probe, _mean_range(_num(done, probe)), *map(_mean_range, cells)))
+    return Table(("probe", "overall", *(x.replace("_", " ") for x in suffixes)), tuple(rows))
+
+
+def _values(df: pd.DataFrame, col: str) -> bool:
+    value = _num(df, col)
+    return value is not None and value.notna().any()
+
+
+def _mean_range(s: pd.Series | None) -> str:
+    if s is None or s.dropna().empty:
+        return "n/a"
+    return f"{_fmt(round(float(s.mean()), 4))} ({_range(s)})"
+
+
+def _largest_gap(done: pd.DataFrame, attrs: dict, kind: str) -> str:
+    """The design point with the largest mean ``<probe>_<kind>_gap`` over its replicates."""
+    key = done["point_id"] if "point_id" in done.columns else pd.Series("all", index=done.index)
+    best: tuple[float, str, object] | None = None
+    for probe in PROBES:
+        gap = _num(done, f"{probe}_{kind}_gap")
+        means = gap.groupby(key).mean().dropna() if gap is not None else pd.Series(dtype=float)
+        if len(means) and (best is None or means.max() > best[0]):
+            best = (float(means.max()), probe, means.idxmax())
+    if best is None:
+        return ""
+    where = _point_label(done, best[2], _factors(attrs)) if "point_id" in done.columns else "all"
+    return f" Largest {kind} gap: {_fmt(round(best[0], 4))} ({best[1]}) at {where}."
+
+
+def subgroups(df: pd.DataFrame, attrs: dict) -> str | Table:
+    done = _finished(df)
+    table = subgroup_table(df)
+    geometry = (
+        "Per-class alignment and uniformity: see Geometry (*_worst_class, *_class_spread)."
+        if _class_geometry(done)
+        else f"Per-class alignment and uniformity: {NOT_MEASURED}."
+    )
+    if "group gap" in table.columns or "worst group" in table.columns:
+        groups = ""
+    elif _grouped(df).any():
+        groups = f" Per-group retrieval: {NOT_MEASURED} (grouped data, no *_worst_group column)."
+    else:
+        groups = " Per-group retrieval: no groups in the data."
+    if not table.rows:
+        if not _class_geometry(done):
+            return (
+                f"{NOT_MEASURED}: only global averages are recorded "
+                "(no per-class or per-group metrics)."
+            )
+        return f"Per-class retrieval: {NOT_MEASURED} (no probe/*_worst_class column). {geometry}"
+    caption = (
+        "Top-1 of each probe on the held-out class (or group, where the data have groups) where "
+        "it is lowest, and the gap = overall top-1 minus that worst class (group); mean (range) "
+        f"over {len(done)} finished trials.{_largest_gap(done, attrs, 'class')}"
+        f"{_largest_gap(done, attrs, 'group')} {geometry}{groups}"
+    )
+    return Table(table.columns, table.rows, caption)
 
 
 def cost(df: pd.DataFrame, attrs: dict) -> str:
@@ -672,17 +1023,69 @@ def _examples_check(df: pd.DataFrame) -> str:
     return f"FLAG: finished trials saw unequal numbers of examples ({_range(done)}){rest}."
 
 
-def source_return(df: pd.DataFrame, attrs: dict) -> str:
-    return (
-        f"{NOT_MEASURED}: the record holds no example pairs showing why positives and "
-        "negatives were judged valid."
+def source_return_section(examples: Mapping[str, pd.DataFrame | None] | None) -> str | Table:
+    """The Source return section from the examples the study passed (see :func:`evidence_card`):
+    per labelled point, its anchors' positive and hardest-negative similarities and how many of
+    the hardest negatives are false negatives (the anchor's own class)."""
+    if not examples:
+        return (
+            f"{NOT_MEASURED}: the record holds no example pairs showing why positives and "
+            "negatives were judged valid."
+        )
+    columns = ("point", "anchors", "positive similarity", "hardest negative similarity",
+               "anchors with a negative at least as similar as the positive",
+               "false negatives among the 3 hardest", "anchors whose hardest negative is a "
+               "false negative")  # fmt: skip
+    rows = tuple(source_return_row(label, table) for label, table in examples.items())
+    caption = (
+        "Held-out anchors, each with its positive (the other view of the same source) and its "
+        "three most similar negatives; their panels are in report.html (Source return). A false "
+        "negative is a negative of the anchor's own class: the loss pushes it away although the "
+        "receiver wants it close (seed 003 §B, §H). Similarities: mean (range) over the "
+        "anchors. Labels are diagnostic only; the loss never sees them."
     )
+    return Table(columns, rows, caption)
+
+
+def source_return_row(label: str, table: pd.DataFrame | None) -> tuple[str, ...]:
+    """One row of the Source return table: ``label`` and its artifact table's numbers, or why
+    there are none (only the panel was passed; the table lacks columns; it has no rows)."""
+    blank = ("n/a",) * 5
+    if table is None:
+        return (label, "panel only (table not passed)", *blank)
+    missing = [c for c in ("anchor", "role", "similarity", "false_negative") if c not in table]
+    if missing:
+        return (label, f"unreadable: no {', '.join(missing)} column", *blank)
+    rows = table.assign(
+        similarity=pd.to_numeric(table["similarity"], errors="coerce"),
+        false_negative=table["false_negative"].map(_truthy),
+        negative=table["role"].astype(str).str.startswith("negative"),
+    )
+    positive = rows[rows["role"].astype(str) == "positive"].groupby("anchor")["similarity"].max()
+    negatives = rows[rows["negative"]].dropna(subset=["similarity"])
+    if negatives.empty or positive.empty:
+        return (label, f"{rows['anchor'].nunique()} (no positive or negative rows)", *blank)
+    hardest = negatives.loc[negatives.groupby("anchor")["similarity"].idxmax()].set_index("anchor")
+    above = (hardest["similarity"] >= positive.reindex(hardest.index)).sum()
+    return (
+        label,
+        str(rows["anchor"].nunique()),
+        _mean_range(positive),
+        _mean_range(hardest["similarity"]),
+        f"{int(above)}/{len(hardest)}",
+        f"{int(negatives['false_negative'].sum())}/{len(negatives)}",
+        f"{int(hardest['false_negative'].sum())}/{len(hardest)}",
+    )
+
+
+def _truthy(value: object) -> bool:
+    return str(value).strip().lower() in ("true", "1", "1.0", "yes")
 
 
 _SECTION_BUILDERS = (
     receiver_job, positive_relation, negative_relation, augmentations, similarity, temperature,
     effective_candidates, representation_layer, geometry, transfer, shift_tests, subgroups, cost,
-    source_return,
+    lambda df, attrs: source_return_section(None),  # filled by evidence_card(source_return=...)
 )  # fmt: skip
 
 
@@ -780,7 +1183,32 @@ def _gate_spaces(df: pd.DataFrame, attrs: dict) -> Verdict:
 
 
 def _gate_conditional(df: pd.DataFrame, attrs: dict) -> Verdict:
-    return NOT_MEASURED, "only global averages of alignment and uniformity are recorded"
+    """Pass: per-class alignment and uniformity (worst class and spread, h and z) recorded for
+    every finished trial; fail: recorded for only some of them or some of those columns."""
+    done = _finished(df)
+    if done.empty or not _class_geometry(done):
+        return NOT_MEASURED, "only global averages of alignment and uniformity are recorded"
+    names = [f"{space}/{m}" for space in SPACES for m in CLASS_GEOMETRY]
+    gaps = {name: int(value.isna().sum()) if (value := _num(done, name)) is not None
+            else len(done) for name in names}  # fmt: skip
+    if any(gaps.values()):
+        missing = ", ".join(f"{name} in {n}" for name, n in gaps.items() if n)
+        return "fail", (
+            f"per-class geometry recorded for only some of the {len(done)} finished trials; "
+            f"missing: {missing}"
+        )
+    values = []
+    for space in SPACES:
+        value = {m: _range(_num(done, f"{space}/{m}")) for m in CLASS_GEOMETRY}
+        values.append(
+            f"{space}: worst-class alignment {value['align_worst_class']} (spread "
+            f"{value['align_class_spread']}), worst-class uniformity "
+            f"{value['uniform_worst_class']} (spread {value['uniform_class_spread']})"
+        )
+    return "pass", (
+        f"per-class alignment and uniformity recorded in h and z for all {len(done)} finished "
+        f"trials ({'; '.join(values)}){_no_information_flag(done)}"
+    )
 
 
 def _gate_multi_positive(df: pd.DataFrame, attrs: dict) -> Verdict:
@@ -838,10 +1266,35 @@ def _gate_invariance_claim(df: pd.DataFrame, attrs: dict) -> Verdict:
         if "augmentation" in df.columns
         else "not recorded"
     )
-    return (
-        NOT_MEASURED,
-        f"no public invariance claim is recorded; trained with: {validated or 'none'}",
+    probe = shift_probe(df)
+    rows = shift_drops(df, probe)
+    if not any(r.measured for r in rows):
+        return (
+            NOT_MEASURED,
+            f"no shift tests on finished trials; trained with: {validated or 'none'}",
+        )
+    if "augmentation" not in df.columns:
+        return NOT_MEASURED, "augmentation not recorded: no training coverage to judge against"
+    incomplete = [f"{r.family} ({r.augmentation}: {r.measured}/{r.trials} trials)"
+                  for r in rows if r.measured < r.trials]  # fmt: skip
+    broke = [f"{r.family} ({r.augmentation}: {_fmt(round(r.worst_point_drop, 4))})"
+             for r in rows if r.covered and r.verdict == "breaks"]  # fmt: skip
+    rule = (
+        f"{probe} drop (clean - corrupted, mean over severities) at the worst design point; "
+        f"held up at most {_fmt(HOLD_UP_DROP)}"
     )
+    claims = " | ".join(invariance_claim(rows).values())
+    reasons = []
+    if broke:
+        reasons.append(
+            "a corruption the training augmentation covers breaks, so the invariance that "
+            f"augmentation implies is not validated: {', '.join(broke)}"
+        )
+    if incomplete:
+        reasons.append(f"shift tests missing in some finished trials: {', '.join(incomplete)}")
+    if reasons:
+        return "fail", f"{'; '.join(reasons)}. {rule}. {claims}"
+    return "pass", f"every family measured in every finished trial; {rule}. {claims}"
 
 
 _GATE_RULES: tuple[Callable[[pd.DataFrame, dict], Verdict], ...] = (
