@@ -23,6 +23,8 @@ from analysis.frontier import pareto_frontier
 from analysis.plots import (
     all_figures,
     caption,
+    class_spread,
+    class_spread_table,
     contour_grid,
     interaction_table,
     interactions,
@@ -35,11 +37,14 @@ from analysis.plots import (
     probe_table,
     probe_vs_temperature,
     save_figure,
+    shift,
+    shift_families,
+    shift_table,
     surface_contours,
     trajectories,
     trajectory_table,
 )
-from analysis.plots._common import _LABELS, KNOWN_FACTORS, KNOWN_METRICS, _slug
+from analysis.plots._common import _LABELS, _SHIFT_FAMILIES, KNOWN_FACTORS, KNOWN_METRICS, _slug
 
 # ---------------------------------------------------------------------------------------------
 # Literal tables
@@ -499,6 +504,134 @@ def test_surface_contours_figure_has_contours_star_and_design_points():
 
 
 # ---------------------------------------------------------------------------------------------
+# Per-class geometry and shift tests
+
+
+def _with_class_geometry(df: pd.DataFrame) -> pd.DataFrame:
+    """The default study plus per-class z alignment: worst class 0.5 + 0.125 per point index,
+    replicate 1 a further 0.25 up; spread 0.25 everywhere (z uniformity not recorded)."""
+    df = df.copy()
+    point = df["point_id"].str[1:].astype(int)
+    df["z/align_worst_class"] = 0.5 + 0.125 * point + 0.25 * df["replicate"]
+    df["z/align_class_spread"] = 0.25
+    return df
+
+
+def test_class_spread_table_matches_hand_computed_means():
+    df = _with_class_geometry(_default_frame())
+    df.loc[7, "z/align_worst_class"] = np.nan  # p003 keeps one replicate
+    t = class_spread_table(df, "z", "align")
+    assert t.columns.tolist() == [
+        "point_id", "global_mean", "global_se", "worst_mean", "worst_se", "spread_mean",
+        "spread_se", "best_mean", "n",
+    ]  # fmt: skip
+    assert t["point_id"].tolist() == ["p000", "p001", "p002", "p003"]
+    np.testing.assert_allclose(t["worst_mean"], [0.625, 0.75, 0.875, 0.875])
+    # two replicates 0.25 apart: sd 0.25 / sqrt(2), se = sd / sqrt(2) = 0.125; p003: n = 1
+    np.testing.assert_allclose(t["worst_se"], [0.125, 0.125, 0.125, np.nan])
+    np.testing.assert_allclose(t["spread_mean"], [0.25] * 4)
+    np.testing.assert_allclose(t["best_mean"], [0.375, 0.5, 0.625, 0.625])
+    # z/align of the replicates kept (p003: its replicate 0 only)
+    global_means = [(0.4352 + 0.4400) / 2, (0.4586 + 0.4577) / 2, (0.2007 + 0.1955) / 2, 0.2194]
+    np.testing.assert_allclose(t["global_mean"], global_means)
+    assert t["n"].tolist() == [2, 2, 2, 1]
+    no_global = class_spread_table(df.drop(columns=["z/align"]), "z", "align")
+    assert no_global["global_mean"].isna().all()
+    with pytest.raises(KeyError):
+        class_spread_table(df, "z", "uniform")
+
+
+def test_class_spread_draws_the_table_and_says_what_is_not_recorded():
+    df = _with_class_geometry(_default_frame())
+    fig = class_spread(df, "z")
+    align, uniform = fig.axes
+    x, y = _errorbars(align)["worst class ± SE"]
+    np.testing.assert_allclose(x, [0, 1, 2, 3])
+    np.testing.assert_allclose(y, class_spread_table(df, "z", "align")["worst_mean"])
+    ticks = [t.get_text() for t in align.get_xticklabels()]
+    assert ticks[0] == "p000\ntemperature=0.1\nbatch_size=64"
+    assert [t.get_text() for t in uniform.texts] == ["not recorded"]
+    with pytest.raises(KeyError):
+        class_spread(df, "h")
+
+
+_FAMILY_DROPS = {"gaussian_noise": (0.0, 0.25), "jpeg": (0.5, 0.5)}  # drop at s1, s2
+
+
+def _with_shift(df: pd.DataFrame, space: str = "h") -> pd.DataFrame:
+    """The default study trained with crop+noise (covers gaussian_noise, not jpeg), its kNN
+    top-1 under two corruption families at severities 1 and 2: clean minus a fixed drop."""
+    df = df.copy()
+    df["augmentation"] = "crop+noise"
+    clean = df[f"probe/knn_top1_{space}"]
+    for family, drops in _FAMILY_DROPS.items():
+        for k, drop in enumerate(drops, start=1):
+            df[f"shift/{family}/s{k}/knn_top1_{space}"] = clean - drop
+    return df
+
+
+def test_shift_families_in_coverage_order():
+    df = _with_shift(_default_frame())
+    df["shift/contrast/s3/knn_top1_h"] = np.nan  # no value: not a family of this study
+    assert shift_families(df, "knn", "h") == {"gaussian_noise": [1, 2], "jpeg": [1, 2]}
+    assert shift_families(df, "knn", "z") == {} and shift_families(df, "linear", "h") == {}
+
+
+def test_shift_table_matches_hand_computed_means():
+    df = _with_shift(_default_frame())
+    df.loc[1, "shift/jpeg/s2/knn_top1_h"] = np.nan  # p000's second replicate lacks jpeg s2
+    t = shift_table(df, "knn", "h")
+    assert t.columns.tolist() == ["point_id", "augmentation", "family", "covered", "severity",
+                                  "mean", "se", "n"]  # fmt: skip
+    p000 = t[t["point_id"] == "p000"]
+    assert p000["family"].tolist() == ["gaussian_noise"] * 3 + ["jpeg"] * 3
+    assert p000["severity"].tolist() == [0, 1, 2, 0, 1, 2]
+    assert p000["covered"].tolist() == [True] * 3 + [False] * 3
+    clean = (0.9750 + 0.9750) / 2  # p000's replicates agree: se 0
+    np.testing.assert_allclose(p000["mean"], [clean, clean, clean - 0.25, clean, clean - 0.5,
+                                              0.9750 - 0.5])  # fmt: skip
+    np.testing.assert_allclose(p000["se"], [0, 0, 0, 0, 0, np.nan], atol=1e-12)
+    assert p000["n"].tolist() == [2, 2, 2, 2, 2, 1]
+    p003 = t[(t["point_id"] == "p003") & (t["severity"] == 0)]
+    np.testing.assert_allclose(p003["se"], [abs(0.9694 - 0.9722) / 2] * 2)
+    unknown = shift_table(df.drop(columns=["augmentation"]), "knn", "h")
+    assert unknown["covered"].isna().all()
+    assert shift_table(_default_frame(), "knn", "h").empty
+
+
+def test_shift_draws_covered_families_solid_and_the_others_dashed():
+    df = _with_shift(_with_shift(_default_frame()), "z")
+    fig = shift(df, "knn")
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in axes] == [
+        "gaussian_noise  (h)", "jpeg  (h)", "gaussian_noise  (z)", "jpeg  (z)",
+    ]  # fmt: skip
+    noise, jpeg = axes[0], axes[1]
+    lines = _errorbars(noise)
+    assert sorted(lines) == ["p000", "p001", "p002", "p003"]
+    x, y = lines["p000"]
+    np.testing.assert_allclose(x, [0, 1, 2])
+    np.testing.assert_allclose(y, [0.975, 0.975, 0.725])
+    styles = {c.get_label(): c.lines[0].get_linestyle() for c in noise.containers}
+    assert set(styles.values()) == {"-"}
+    styles = {c.get_label(): c.lines[0].get_linestyle() for c in jpeg.containers}
+    assert set(styles.values()) == {"--"}
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "p000: temperature=0.1, batch_size=64" in legend and "not covered" in legend
+    assert "coverage unknown" not in legend  # a style is explained only where it is drawn
+    with pytest.raises(KeyError):
+        shift(_default_frame(), "knn")
+
+
+def test_all_figures_adds_class_spread_and_shift_only_when_recorded():
+    df = _with_shift(_with_class_geometry(_default_frame()))
+    df.attrs["factors"] = []
+    df = df.drop(columns=["temperature"])
+    assert set(all_figures(df)) == {"plane_z", "plane_h", "class_spread_z", "shift_knn"}
+    assert caption("class_spread_z") and caption("shift_knn")
+
+
+# ---------------------------------------------------------------------------------------------
 # Every figure of the default study renders and saves
 
 
@@ -557,6 +690,8 @@ def _every_figure_name() -> dict[str, str]:
     names |= {"main_effects": "each level", "interactions": "one line per level"}
     names |= {f"phase_{_slug(metric)}": f"mean of {metric}" for metric in KNOWN_METRICS}
     names |= {"probe_vs_temperature_knn": "k-NN probe", "probe_vs_temperature_linear": "Linear"}
+    names |= {f"class_spread_{space}": text for space, text in spaces.items()}
+    names |= {"shift_knn": "k-NN probe top-1", "shift_linear": "Linear probe top-1"}
     for response in _DEFAULT_RESPONSES:
         for x, y in itertools.permutations(KNOWN_FACTORS, 2):
             over = f"{response} over {_LABELS.get(x, x)} × {_LABELS.get(y, y)},"
@@ -598,7 +733,7 @@ def test_captions_say_what_to_look_for():
 def test_every_figure_module_has_a_caption():
     modules = [m.name for m in pkgutil.iter_modules(analysis.plots.__path__)]
     figures = [m for m in modules if m not in ("_common", "_all")]
-    assert len(figures) == 7, modules
+    assert len(figures) == 9, modules
     for name in figures:
         module = importlib.import_module(f"analysis.plots.{name}")
         assert isinstance(module.CAPTION, str) and module.CAPTION, name
@@ -606,10 +741,12 @@ def test_every_figure_module_has_a_caption():
 
 def test_caption_vocabulary_covers_every_metric_and_numeric_setting():
     from trainables.config import TrialConfig
+    from trainables.shift import COVERED_BY
     from trainables.text import base_type
     from trainables.train import final_metrics
 
     assert set(final_metrics(TrialConfig())) <= set(KNOWN_METRICS)
+    assert set(_SHIFT_FAMILIES) == set(COVERED_BY)
     numeric = {
         name
         for name, field in TrialConfig.model_fields.items()

@@ -2,7 +2,8 @@
 
 One private module per figure, as in Optuna's visualization package: ``_plane`` (the
 alignment–uniformity plane), ``_trajectories``, ``_main_effects``, ``_interactions``,
-``_phase_diagram``, ``_probe_vs_temperature`` and ``_surface_contours``; ``_common`` holds what they
+``_phase_diagram``, ``_probe_vs_temperature``, ``_surface_contours``, ``_class_spread`` (per-class
+geometry by design point) and ``_shift`` (accuracy under corruption); ``_common`` holds what they
 share (labels, number formats, colours, cell tables, level and log axes) and ``_all`` makes every
 figure that applies to a study (``all_figures``), writes one (``save_figure``) and names what to
 look for in it (``caption``).
@@ -15,11 +16,13 @@ interactive backend. Each figure module's ``CAPTION`` tells a reader what to loo
 """
 
 from analysis.plots._all import all_figures, caption, save_figure
+from analysis.plots._class_spread import class_spread, class_spread_table
 from analysis.plots._interactions import interaction_table, interactions
 from analysis.plots._main_effects import main_effect_table, main_effects
 from analysis.plots._phase_diagram import phase_diagram, phase_table
 from analysis.plots._plane import COLLAPSE_UNIFORMITY, NO_INFORMATION_ALIGNMENT, plane, plane_table
 from analysis.plots._probe_vs_temperature import probe_table, probe_vs_temperature
+from analysis.plots._shift import shift, shift_families, shift_table
 from analysis.plots._surface_contours import contour_grid, surface_contours
 from analysis.plots._trajectories import MAX_DETAILED_PATHS, trajectories, trajectory_table
 
@@ -29,6 +32,8 @@ __all__ = [
     "NO_INFORMATION_ALIGNMENT",
     "all_figures",
     "caption",
+    "class_spread",
+    "class_spread_table",
     "contour_grid",
     "interaction_table",
     "interactions",
@@ -41,6 +46,9 @@ __all__ = [
     "probe_table",
     "probe_vs_temperature",
     "save_figure",
+    "shift",
+    "shift_families",
+    "shift_table",
     "surface_contours",
     "trajectories",
     "trajectory_table",

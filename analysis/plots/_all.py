@@ -9,20 +9,25 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.plots import (
+    _class_spread,
     _interactions,
     _main_effects,
     _phase_diagram,
     _plane,
     _probe_vs_temperature,
+    _shift,
     _surface_contours,
     _trajectories,
 )
+from analysis.plots._class_spread import METRICS as _CLASS_METRICS
+from analysis.plots._class_spread import class_spread
 from analysis.plots._common import _factors, _has, _slug, _varies
 from analysis.plots._interactions import interactions
 from analysis.plots._main_effects import main_effects
 from analysis.plots._phase_diagram import _PHASE_METRICS, phase_diagram
 from analysis.plots._plane import plane
 from analysis.plots._probe_vs_temperature import probe_vs_temperature
+from analysis.plots._shift import shift, shift_families
 from analysis.plots._surface_contours import surface_contours
 from analysis.plots._trajectories import trajectories
 
@@ -34,6 +39,8 @@ _FIGURE_MODULES = (
     _phase_diagram,
     _probe_vs_temperature,
     _surface_contours,
+    _class_spread,
+    _shift,
 )
 
 
@@ -70,13 +77,35 @@ def all_figures(
     (given a history), main effects and interactions of ``response``, temperature × candidates
     phase diagrams and probe-vs-temperature (when temperature varies), and contours of each
     surface in ``surfaces`` (response -> fitted surface) over its first two numeric factors,
-    with no optimum marked for the responses in ``no_optimum`` (they do not beat the mean)."""
+    with no optimum marked for the responses in ``no_optimum`` (they do not beat the mean),
+    per-class geometry by design point (when ``{space}/*_worst_class`` and ``_class_spread``
+    are recorded) and probe accuracy under corruption (when shift-test columns are)."""
     return {
         **_plane_figures(df, history, response),
         **_effect_figures(df, response),
         **_temperature_figures(df, response),
         **_contour_figures(surfaces or {}, no_optimum),
+        **_class_spread_figures(df),
+        **_shift_figures(df),
     }
+
+
+def _class_spread_figures(df: pd.DataFrame) -> dict[str, Figure]:
+    return {
+        f"class_spread_{space}": class_spread(df, space)
+        for space in ("z", "h")
+        if any(_has(df, f"{space}/{m}_worst_class", f"{space}/{m}_class_spread")
+               for m in _CLASS_METRICS)
+    }  # fmt: skip
+
+
+def _shift_figures(df: pd.DataFrame) -> dict[str, Figure]:
+    return {
+        f"shift_{probe}": shift(df, probe)
+        for probe in ("knn", "linear")
+        if any(_has(df, f"probe/{probe}_top1_{s}") and shift_families(df, probe, s)
+               for s in ("h", "z"))
+    }  # fmt: skip
 
 
 def _plane_figures(

@@ -32,9 +32,22 @@ _SPACE_NAMES = {"z": "z, projection output", "h": "h, backbone features"}
 # numeric trial setting a design can vary (trainables.config.TrialConfig); tests/test_plots.py
 # checks both lists against trainables.
 _GEOMETRY = ("align", "uniform", "effective_rank", "dim_std_min", "dim_std_mean", "zero_rows")
+_CLASS_GEOMETRY = ("align_worst_class", "align_class_spread", "uniform_worst_class",
+                   "uniform_class_spread")  # fmt: skip
+_SUBGROUPS = ("", "_worst_class", "_class_gap", "_worst_group", "_group_gap")
+# The shift tests' corruption families (trainables.shift.COVERED_BY: images, then toy vectors)
+# and severities; tests/test_plots.py checks the families against trainables.
+_SHIFT_FAMILIES = ("gaussian_noise", "gaussian_blur", "contrast", "jpeg", "occlusion", "noise",
+                   "mean_shift")  # fmt: skip
+_SHIFT_SEVERITIES = (1, 2, 3, 4, 5)
+_PROBE_LEAVES = tuple(f"{p}_top1_{s}" for p in ("knn", "linear") for s in ("h", "z"))
 KNOWN_METRICS = (
-    *(f"{space}/{name}" for space in ("h", "z") for name in _GEOMETRY),
-    *(f"probe/{probe}_top1_{space}" for probe in ("knn", "linear") for space in ("h", "z")),
+    *(f"{space}/{name}" for space in ("h", "z") for name in (*_GEOMETRY, *_CLASS_GEOMETRY)),
+    *(f"probe/{leaf}{part}" for leaf in _PROBE_LEAVES for part in _SUBGROUPS),
+    *(f"shift/{family}/s{k}/{leaf}" for family in _SHIFT_FAMILIES for k in _SHIFT_SEVERITIES
+      for leaf in _PROBE_LEAVES),
+    *(f"shift/{family}/{leaf}" for family in _SHIFT_FAMILIES for leaf in _PROBE_LEAVES),
+    *(f"shift/mean_{leaf}" for leaf in _PROBE_LEAVES),
     "sim/pos_mean", "sim/neg_mean", "sim/neg_q99", "sim/false_negative_rate",
     "sim/hardest_neg_share", "loss/candidates",
     "train/loss", "train/lr", "train/examples_seen", "train/steps", "train/examples_per_s",
@@ -57,6 +70,10 @@ _METRIC_NOTES = {
     "effective_rank": "higher = more dimensions in use",
     "false_negative_rate": "the share of anchors whose hardest negative is of their own class",
     "top1": "higher = better features",
+    "align_worst_class": "the worst held-out class, lower = tighter positives",
+    "uniform_worst_class": "the worst held-out class, lower = more uniform",
+    "class_spread": "worst minus best held-out class, lower = more even",
+    "gap": "overall top-1 minus the worst class or group, lower = more even",
 }
 
 
@@ -92,7 +109,11 @@ def _title(df: pd.DataFrame | None, text: str) -> str:
 def _metric_note(metric: str) -> str:
     """The metric's name, with its direction or meaning in brackets when known."""
     leaf = metric.rsplit("/", 1)[-1]
-    note = _METRIC_NOTES.get("top1" if "_top1_" in leaf else leaf)
+    if leaf.endswith("_class_spread"):
+        leaf = "class_spread"
+    elif "_top1_" in leaf:
+        leaf = "gap" if leaf.endswith("_gap") else "top1"
+    note = _METRIC_NOTES.get(leaf)
     return f"{metric} ({note})" if note else metric
 
 
