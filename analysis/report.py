@@ -20,6 +20,9 @@ import base64
 import html
 import json
 import math
+import re
+import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -385,6 +388,37 @@ def _figure_html(name: str, png: Path) -> str:
     )
 
 
+SOURCE_RETURN_CAPTION = (
+    "Held-out anchors of this point's trial, each beside its positive (the other augmented view "
+    "of the same source) and its three most similar negatives, with their similarities; a "
+    "negative of the anchor's own class is marked as a false negative. Look for false "
+    "negatives among the hardest negatives (the loss pushes them away although the receiver "
+    "wants them close: seed 003 §B, §H), negatives at least as similar as the positive (the "
+    "anchor would be matched to the wrong source), and what the hardest negatives share with "
+    "their anchor: a shortcut such as background, colour or stroke width rather than the class."
+)
+
+
+def _source_return_html(shown: dict[str, Path], missing: dict[str, Path]) -> str:
+    """The Source return section: each panel as a captioned figure, then any that were named
+    but not found."""
+    figures = "".join(
+        f'<figure id="source-return-{i}"><img src="{_png_data_uri(png)}" '
+        f'alt="source return: {html.escape(label)}"><figcaption><b>{html.escape(label)}.</b> '
+        f"{html.escape(SOURCE_RETURN_CAPTION)}</figcaption></figure>"
+        for i, (label, png) in enumerate(shown.items(), start=1)
+    )
+    lost = "".join(f"<li>{html.escape(label)}: {html.escape(str(png))}</li>"
+                   for label, png in missing.items())  # fmt: skip
+    return (
+        "<p>Examples that show why positives and negatives were judged valid, for the points "
+        "named (each a per-trial artifact of the record, not a column of the results); the "
+        "evidence card's Source return section counts what they show.</p>"
+        + figures
+        + (f"<p>Panel file not found:</p><ul>{lost}</ul>" if lost else "")
+    )
+
+
 def _toc(sections: list[tuple[str, str]]) -> str:
     items = "".join(f'<li><a href="#{anchor}">{html.escape(title)}</a></li>'
                     for anchor, title in sections)  # fmt: skip
@@ -392,7 +426,11 @@ def _toc(sections: list[tuple[str, str]]) -> str:
 
 
 def write_report(
-    analysis: StudyAnalysis, out_dir: str | Path, history: pd.DataFrame | None = None
+    analysis: StudyAnalysis,
+    out_dir: str | Path,
+    history: pd.DataFrame | None = None,
+    panels: Mapping[str, str | Path] | None = None,
+    source_return: Mapping[str, pd.DataFrame] | None = None,
 ) -> dict[str, Path]:
     """Write ``report.html``, ``report.json``, ``evidence.md``, ``evidence.json`` and
     ``figures/*.png|svg`` under ``out_dir``; returns name -> path.
@@ -400,8 +438,15 @@ def write_report(
     ``report.html`` opens with the headline (:mod:`analysis.headline`: the study in one
     sentence, the findings with their evidence, the best point, the next study), then the
     response surfaces, the frontier, the figures (each with a caption that says what to look
-    for) and the evidence card; a table of contents links them. It is one self-contained file
-    (figures embedded, no script, no external resource), readable from 400 px wide up."""
+    for), the source-return panels when given, and the evidence card; a table of contents
+    links them. It is one self-contained file (figures embedded, no script, no external
+    resource), readable from 400 px wide up.
+
+    ``panels``: label (e.g. "best point p002 (τ=0.5, B=64)") -> a source-return PNG of that
+    point's trial; each is copied to ``source_return/`` (returned as ``source_return:<label>``)
+    and embedded with a caption. ``source_return``: label -> that trial's source-return table
+    (the columns of :data:`analysis.evidence.SOURCE_RETURN_COLUMNS`), for the evidence card's
+    numbers; a panel without a table still makes the card's section say what was shown."""
     from analysis.evidence import evidence_card
     from analysis.headline import headline
     from analysis.plots import all_figures, save_figure
@@ -422,7 +467,17 @@ def write_report(
         png = next(p for p in paths if p.suffix == ".png")
         written[f"figure:{name}"] = png
         figure_html.append(_figure_html(name, png))
-    card = evidence_card(analysis.results)
+    shown, missing = {}, {}
+    for i, (label, png) in enumerate((panels or {}).items(), start=1):
+        if not Path(png).is_file():
+            missing[label] = Path(png)
+            continue
+        copy = out / "source_return" / f"{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', label)}.png"
+        copy.parent.mkdir(exist_ok=True)
+        shutil.copyfile(png, copy)
+        shown[label] = written[f"source_return:{label}"] = copy
+    examples = {label: None for label in shown} | dict(source_return or {})
+    card = evidence_card(analysis.results, source_return=examples or None)
     (out / "evidence.md").write_text(card.to_markdown())
     (out / "evidence.json").write_text(json.dumps(card.to_json(), indent=1, default=str))
     summary = analysis.to_json()
@@ -435,7 +490,14 @@ def write_report(
     sections = [("findings", "Findings"), ("best", "Best point"),
                 ("surfaces", "Response surfaces"), ("frontier", "Alignment–uniformity frontier"),
                 ("figures", "Figures"), ("evidence", "Evidence card")]  # fmt: skip
+    if panels:
+        sections.insert(-1, ("source-return", "Source return"))
     top = headline(analysis)
+    returned = (
+        f'<h2 id="source-return">Source return</h2>{_source_return_html(shown, missing)}'
+        if panels
+        else ""
+    )
     fits = _scrolling_tables("".join(_fit_html(f) for f in analysis.fits.values()))
     if top.best is None:
         sections.remove(("best", "Best point"))
@@ -448,6 +510,7 @@ def write_report(
 <h2 id="surfaces">Response surfaces</h2>{fits}
 <h2 id="frontier">Alignment–uniformity frontier (z)</h2>{_scrolling_tables(frontier)}
 <h2 id="figures">Figures</h2>{"".join(figure_html)}
+{returned}
 <h2 id="evidence">Evidence card</h2>{_markdown_html(card.to_markdown())}
 </body></html>"""
     (out / "report.html").write_text(page)

@@ -1,5 +1,5 @@
 """The evidence card's per-class geometry, subgroups, shift tests and source return, and release
-gate items 8 and 12, on small hand-built results frames.
+gate items 8 and 12, on small hand-built results frames; the report's Source return section.
 
 Coverage follows the trainables.shift contract: gaussian_noise <- noise, gaussian_blur <- blur,
 contrast <- color, occlusion <- erase, jpeg <- none; toy vectors noise <- noise, mean_shift <-
@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
+from matplotlib.figure import Figure
 from test_evidence import NAN, TRIALS, frame, gate
 
 from analysis.evidence import (
@@ -331,3 +333,30 @@ def test_full_card_with_every_new_measurement_is_json_clean():
     assert list(data["sections"]) == list(SECTION_TITLES)
     for title in ("Geometry", "Shift tests", "Subgroups", "Source return"):
         assert not card.to_markdown().split(f"## {title}\n\n")[1].startswith("not measured")
+
+
+# ---- the report's Source return section
+@pytest.mark.filterwarnings("ignore")
+def test_report_embeds_the_source_return_panels(tmp_path):
+    from analysis.report import analyse, write_report
+
+    png = tmp_path / "panel.png"
+    Figure(figsize=(2, 1)).savefig(png)
+    label = "best point p000 (τ=0.1, B=64)"
+    panels = {label: png, "worst point p003": tmp_path / "gone.png"}
+    out = tmp_path / "report"
+    written = write_report(analyse(frame(), ("probe/knn_top1_h",)), out, panels=panels,
+                           source_return={label: artifact()})  # fmt: skip
+    page = written["report.html"].read_text()
+    toc = [page.index(f'href="#{anchor}"') for anchor in ("figures", "source-return", "evidence")]
+    assert toc == sorted(toc)
+    section = page[page.index('<h2 id="source-return">') : page.index('<h2 id="evidence">')]
+    assert section.count("<img") == 1 and 'alt="source return: best point p000' in section
+    assert "false negative" in section and "Panel file not found" in section
+    assert written[f"source_return:{label}"].read_bytes() == png.read_bytes()
+    card = json.loads(written["evidence.json"].read_text())["sections"]["Source return"]
+    assert card["rows"] == [[label, "2", "0.625 (0.5 to 0.75)", "0.5625 (0.5 to 0.625)",
+                             "1/2", "2/6", "1/2"]]  # fmt: skip
+    plain = write_report(analyse(frame(), ("probe/knn_top1_h",)), tmp_path / "plain")
+    page = plain["report.html"].read_text()
+    assert "source-return" not in page and not any(k.startswith("source_return:") for k in plain)
