@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from mlflow.exceptions import MlflowException
 
 from analysis.headline import Headline, headline
@@ -38,7 +40,11 @@ def make_report(
     study = df.attrs.get("study") or "study"
     folder = Path(out) if out else Path("studies") / study / "report"
     analysis = analyse(df)
-    write_report(analysis, folder, history)
+    with tempfile.TemporaryDirectory(prefix="source-return-") as tmp:
+        returned = source_return(record, df, Path(tmp)) if record is not None else {}
+        panels = {label: panel for label, (panel, _) in returned.items()}
+        tables = {label: table for label, (_, table) in returned.items() if table is not None}
+        write_report(analysis, folder, history, panels=panels, source_return=tables)
     parent = record.parent() if record is not None else None
     if parent is not None:
         record.client.log_artifacts(parent.info.run_id, str(folder), "report")
@@ -47,18 +53,18 @@ def make_report(
     return analysis.to_json(), folder
 
 
-def source_return_panels(record: StudyRecord, df, folder: Path) -> dict[str, Path]:
-    """The source-return panels (``evidence/source_return.png``) of the best and the worst
-    design point by the study's target, from the first finished replicate of each, downloaded
-    under ``folder``; label -> PNG. Empty when the record holds none (image data only, and
-    studies recorded before the panels existed)."""
+def source_return(record: StudyRecord, df, folder: Path) -> dict[str, tuple[Path, object]]:
+    """The source return of the best and the worst design point by the study's target, from the
+    first finished replicate of each (``evidence/source_return.png`` and ``.csv``), downloaded
+    under ``folder``: label -> (the panel, its table as a DataFrame or None). Empty when the
+    record holds none (vector data have no panel; studies recorded before it have neither)."""
     from analysis.best import best_point
     from analysis.headline import target_of
 
     target = target_of(df)
     flipped = "min" if target["mode"] == "max" else "max"
     runs = record.trial_runs()
-    panels: dict[str, Path] = {}
+    found: dict[str, tuple[Path, object]] = {}
     seen: set[str] = set()
     for which, mode in (("best", target["mode"]), ("worst", flipped)):
         try:
@@ -71,18 +77,24 @@ def source_return_panels(record: StudyRecord, df, folder: Path) -> dict[str, Pat
         if run is None or point.point_id in seen:  # one point only: it is best and worst
             continue
         seen.add(point.point_id)
-        where = folder / f"{which}-{point.point_id}"
-        where.mkdir(parents=True, exist_ok=True)
-        try:
-            png = record.client.download_artifacts(
-                run.info.run_id, f"{EVIDENCE_ARTIFACTS}/{SOURCE_RETURN_PNG}", str(where)
-            )
-        except (MlflowException, OSError):  # no panel in this run (vectors, an older study)
+        panel = _artifact(record, run.info.run_id, SOURCE_RETURN_PNG, folder / point.point_id)
+        if panel is None:
             continue
+        table = _artifact(record, run.info.run_id, "source_return.csv", folder / point.point_id)
         factors = ", ".join(f"{k} = {v}" for k, v in point.factors.items())
         label = f"{which} point {point.point_id} ({factors}; {target['metric']} {point.mean:.4g})"
-        panels[label] = Path(png)
-    return panels
+        found[label] = (panel, None if table is None else pd.read_csv(table))
+    return found
+
+
+def _artifact(record: StudyRecord, run_id: str, name: str, where: Path) -> Path | None:
+    """One file of a run's ``evidence/`` artifacts, downloaded into ``where``; None if absent."""
+    where.mkdir(parents=True, exist_ok=True)
+    try:
+        path = f"{EVIDENCE_ARTIFACTS}/{name}"
+        return Path(record.client.download_artifacts(run_id, path, str(where)))
+    except (MlflowException, OSError):
+        return None
 
 
 def parent_note(top: Headline, parent) -> str:

@@ -189,3 +189,28 @@ def test_power_and_plan_plan_replicates_from_the_finished_study(default_study):
     assert all(v > 0 for v in sizes.values())
     text = subprocess.run([STUDY, "plan", "default"], cwd=folder, capture_output=True, text=True)
     assert "smallest effects detected at 80% power with 2 replicates" in text.stdout
+
+
+@pytest.mark.slow
+def test_the_default_study_measures_beyond_global_averages(default_study):
+    """Issue 12 on a real study: every trial's evidence is in its run, the results carry the
+    per-class, subgroup and shift metrics, the report shows the best and the worst point's source
+    return, and the gate judges items 8 and 12 (pass or fail, never "not measured")."""
+    folder, _, _ = default_study
+    client = MlflowClient(uri(folder))
+    for run in child_runs(uri(folder), NAME):
+        listed = {a.path for a in client.list_artifacts(run.info.run_id, "evidence")}
+        assert {"evidence/per_class.csv", "evidence/shift.csv", "evidence/source_return.csv",
+                "evidence/source_return.png"} <= listed, run.info.run_name  # fmt: skip
+    frame = pq.read_table(folder / "studies" / NAME / "results.parquet").to_pandas()
+    for column in ("z/align_worst_class", "h/uniform_class_spread",
+                   "probe/knn_top1_h_worst_class", "shift/mean_knn_top1_h",
+                   "shift/gaussian_noise/s5/knn_top1_h"):  # fmt: skip
+        assert frame[column].notna().all(), column
+    report = folder / "studies" / NAME / "report"
+    page = (report / "report.html").read_text()
+    section = page[page.index("Source return") :]
+    assert section.count("<img") >= 2 and "best point" in section and "worst point" in section
+    gate = {g["number"]: g["status"] for g in json.loads((report / "evidence.json").read_text())
+            ["gate"]}  # fmt: skip
+    assert gate[8] in ("pass", "fail") and gate[12] in ("pass", "fail"), gate
