@@ -52,7 +52,8 @@ KNOWN_METRICS = (
     "sim/hardest_neg_share", "loss/candidates",
     "train/loss", "train/lr", "train/examples_seen", "train/steps", "train/examples_per_s",
     "examples_seen", "steps", "wall_s",
-    *(f"time/{name}" for name in ("train_s", "eval_s", "data_s", "checkpoint_s", "compile_s", "evidence_s")),
+    *(f"time/{name}" for name in ("train_s", "eval_s", "data_s", "checkpoint_s", "compile_s",
+                                  "evidence_s")),
 )  # fmt: skip
 KNOWN_FACTORS = (
     "temperature", "lam_t", "uniform_t", "align_alpha", "batch_size", "budget_examples",
