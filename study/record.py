@@ -62,7 +62,7 @@ EVIDENCE_ARTIFACTS = "evidence"
 EVIDENCE_TABLES = ("per_class", "per_group", "shift", "source_return")
 SOURCE_RETURN_PNG = "source_return.png"
 MAX_PARAM, MAX_TAG = 6000, 8000  # MLflow's limits on a param's and a tag's value
-METRIC_PREFIXES = ("train/", "z/", "h/", "sim/", "probe/", "loss/", "time/", "trial/")
+METRIC_PREFIXES = ("train/", "z/", "h/", "sim/", "probe/", "loss/", "time/", "trial/", "shift/")
 # MLflow 3's UI opens an experiment as a GenAI one unless it is told otherwise: this kind opens
 # the runs table. Kinds the UI writes by itself (inferred) or none at all are not a user's choice.
 KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"

@@ -329,3 +329,20 @@ def test_a_trials_evidence_lands_in_its_run_as_csv_json_and_png(recorded, tmp_pa
     whole = json.loads((local / "evidence.json").read_text())
     assert whole["per_class"] == evidence["per_class"] and "source_return_png" not in whole
     assert record.client.list_artifacts(second, "evidence") == []
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{}, {"dataset": "toy", "toy_photos_per_item": 3, "linear_probe": False,
+          "augmentation": "noise", "encoder": "mlp"}, {"objective": "align_uniform", "lam_t": 1.0}],
+)  # fmt: skip
+def test_every_metric_a_trial_reports_is_one_the_record_keeps(fields):
+    """The driver logs a result's values whose names start with METRIC_PREFIXES: every name a
+    trial can report (final_metrics: evaluations, the final evidence, times) must pass, or it
+    silently never reaches MLflow (shift/ once did not)."""
+    from study.record import METRIC_PREFIXES
+    from trainables.train import final_metrics
+
+    names = [n for n in final_metrics(TrialConfig(**fields)) if "/" in n]
+    assert any(n.startswith("shift/") for n in names)
+    assert [n for n in names if not n.startswith(METRIC_PREFIXES)] == []
