@@ -4,14 +4,12 @@ to the worst (``{space}/{metric}_worst_class`` and ``_class_spread``), mean over
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from analysis.plots._common import _SPACE_NAMES, _has, _require, _title
+from analysis.plots._common import _has, _require, _space_caption, _title
 from analysis.plots._trajectories import _point_descriptions
 
 CAPTION = (
@@ -31,11 +29,7 @@ _NAMES = {"align": "alignment", "uniform": "uniformity"}
 
 def caption_of(name: str) -> str | None:
     """The caption of ``class_spread_{space}``; None for any other name."""
-    match = re.fullmatch(r"class_spread_(?P<space>\w+)", name)
-    if match is None:
-        return None
-    space = match["space"]
-    return CAPTION.format(space=space, space_name=_SPACE_NAMES.get(space, space))
+    return _space_caption("class_spread", name, CAPTION)
 
 
 def class_spread_table(df: pd.DataFrame, space: str = "z", metric: str = "align") -> pd.DataFrame:

@@ -82,6 +82,16 @@ _METRIC_NOTES = {
 # Names and numbers
 
 
+def _space_caption(prefix: str, name: str, caption: str) -> str | None:
+    """``caption`` filled for the figure ``{prefix}_{space}`` (``space`` and ``space_name``);
+    None when ``name`` is not such a figure."""
+    match = re.fullmatch(rf"{prefix}_(?P<space>\w+)", name)
+    if match is None:
+        return None
+    space = match["space"]
+    return caption.format(space=space, space_name=_SPACE_NAMES.get(space, space))
+
+
 def _label(name: str) -> str:
     return _LABELS.get(name, name)
 

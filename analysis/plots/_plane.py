@@ -10,7 +10,6 @@ zoom on the data when that leaves the points in a small corner.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 
 import numpy as np
@@ -24,7 +23,15 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from analysis.frontier import pareto_frontier
-from analysis.plots._common import _CMAP, _SPACE_NAMES, _has, _norm, _require, _title
+from analysis.plots._common import (
+    _CMAP,
+    _SPACE_NAMES,
+    _has,
+    _norm,
+    _require,
+    _space_caption,
+    _title,
+)
 
 CAPTION = (
     "Each point is a trial, placed by uniformity (x) and alignment (y) of its {space} features "
@@ -43,11 +50,7 @@ _MARKERS = {"finished": "o", "collapsed": "X", "diverged": "P"}
 
 def caption_of(name: str) -> str | None:
     """The caption of ``plane_{space}``; None for any other name."""
-    match = re.fullmatch(r"plane_(?P<space>\w+)", name)
-    if match is None:
-        return None
-    space = match["space"]
-    return CAPTION.format(space=space, space_name=_SPACE_NAMES.get(space, space))
+    return _space_caption("plane", name, CAPTION)
 
 
 def plane_table(df: pd.DataFrame, space: str = "z") -> pd.DataFrame:

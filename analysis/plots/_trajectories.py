@@ -3,8 +3,6 @@ plane (see ``_plane``), from a study's history frame (``analysis.load.load_histo
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
@@ -12,7 +10,15 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from analysis.plots._common import _SPACE_NAMES, _colors, _factors, _fmt, _require, _title
+from analysis.plots._common import (
+    _SPACE_NAMES,
+    _colors,
+    _factors,
+    _fmt,
+    _require,
+    _space_caption,
+    _title,
+)
 from analysis.plots._plane import _label_plane_axes, _plane_frame
 
 CAPTION = (
@@ -27,11 +33,7 @@ MAX_DETAILED_PATHS = 40  # beyond this, paths are averaged per point and drawn i
 
 def caption_of(name: str) -> str | None:
     """The caption of ``trajectories_{space}``; None for any other name."""
-    match = re.fullmatch(r"trajectories_(?P<space>\w+)", name)
-    if match is None:
-        return None
-    space = match["space"]
-    return CAPTION.format(space=space, space_name=_SPACE_NAMES.get(space, space))
+    return _space_caption("trajectories", name, CAPTION)
 
 
 def trajectory_table(history: pd.DataFrame, space: str = "z") -> pd.DataFrame:
