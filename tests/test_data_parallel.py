@@ -34,6 +34,8 @@ CONFIG = {
     "batch_size": BATCH, "budget_examples": BATCH * STEPS, "optimizer": "adam", "base_lr": 5e-3,
     "eval_marks": 2, "knn_k": 5, "linear_probe_iters": 10, "device": "cpu", "compile": "off",
 }  # fmt: skip
+# several photos of one item: info_nce with groups (masked), gathered with global group ids
+GROUPED = {"toy_photos_per_item": 4, "group_policy": "mask", "budget_examples": BATCH * 6}
 COMPARED = ("train/", "z/", "h/", "sim/", "probe/", "loss/")
 
 
@@ -120,6 +122,8 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
         runs = {}
         two = CONFIG | {"workers": WORLD}
         runs["all"] = _run_worker(two, out / "all")
+        runs["grouped"] = _run_worker(two | GROUPED, None)
+        runs["local_grouped"] = _run_worker(two | GROUPED | {"negatives": "local"}, None)
         runs["local"] = _run_worker(two | {"negatives": "local"}, out / "local")
         runs["stopped"] = _run_worker(two, out / "resumed", stop_after=1)
         runs["resumed"] = _run_worker(two, out / "resumed")
@@ -159,6 +163,18 @@ def one_worker():
     finally:
         patch.undo()
     return result, reporter.history, recorded
+
+
+@pytest.fixture(scope="module")
+def one_worker_grouped():
+    patch = pytest.MonkeyPatch()
+    recorded = Recorded()
+    instrument(patch.setattr, recorded)
+    try:
+        result = run_trial(CONFIG | GROUPED)
+    finally:
+        patch.undo()
+    return result, recorded
 
 
 def _assert_metrics_close(got: dict, want: dict, tol: float) -> None:
@@ -201,6 +217,24 @@ def test_all_negatives_on_two_workers_equal_one_worker(two_workers, one_worker):
         _assert_metrics_close(got, want, 1e-4)
     assert runs[1]["all"]["history"] == []
     assert TrialConfig(**CONFIG, workers=WORLD).negatives_per_anchor == 2 * BATCH - 2
+
+
+def test_grouped_negatives_on_two_workers_equal_one_worker(two_workers, one_worker_grouped):
+    runs, _ = two_workers
+    result, recorded = one_worker_grouped
+    assert result["loss/candidates"] < 2 * BATCH - 2  # the mask took same-item candidates out
+    for run in runs:
+        got = run["grouped"]
+        assert got["losses"] == pytest.approx(recorded.losses, rel=1e-5, abs=1e-6)
+        _assert_metrics_close(got["result"], result, 1e-4)
+
+
+def test_local_negatives_with_groups_agree_over_the_workers(two_workers):
+    runs, _ = two_workers
+    got = [run["local_grouped"] for run in runs]
+    assert got[0]["result"]["status"] == got[1]["result"]["status"] == "finished"
+    assert got[0]["losses"] == pytest.approx(got[1]["losses"], rel=1e-12)  # the mean over ranks
+    assert got[0]["result"]["loss/candidates"] < 2 * (BATCH // WORLD) - 2
 
 
 def test_local_negatives_differ_and_count_the_workers_share(two_workers, one_worker):

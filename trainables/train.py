@@ -849,6 +849,12 @@ def run_trial(
 ) -> dict[str, Any]:
     """Run one trial and return its final metrics.
 
+    With ``config.workers`` W > 1 this is one worker of a data-parallel trial: call it in each
+    of W processes, inside an initialised ``torch.distributed`` default process group of exactly
+    W ranks (any backend; gloo on the CPU, NCCL with one GPU per rank, each rank's device
+    current). Rank 0's reporter alone is used (reports, checkpoints, the checkpoint to resume
+    from); the others may be None. Every rank returns rank 0's result.
+
     Args:
         config: a :class:`TrialConfig` or a mapping of its fields (unknown keys raise).
         reporter: receives each evaluation's metrics (step = examples seen) and checkpoints; its
