@@ -63,6 +63,20 @@ def test_eval_steps_fall_on_the_same_examples_seen_when_marks_divide_steps():
     assert TrialConfig(eval_at_start=True, eval_marks=2).eval_steps[0] == 0
 
 
+def test_workers_split_the_global_batch_and_negatives_set_the_candidates():
+    one = TrialConfig(batch_size=64, budget_examples=640)
+    two = TrialConfig(batch_size=64, budget_examples=640, workers=2)
+    local = TrialConfig(batch_size=64, budget_examples=640, workers=2, negatives="local")
+    assert (one.workers, one.negatives, one.sync_bn) == (1, "all", False)
+    # the global batch: steps and examples seen do not depend on the workers
+    assert one.steps == two.steps == local.steps == 10
+    assert one.examples_seen == two.examples_seen == local.examples_seen == 640
+    assert two.worker_batch == local.worker_batch == 32
+    assert one.derived()["derived/negatives_per_anchor"] == 126
+    assert two.derived()["derived/negatives_per_anchor"] == 126
+    assert local.derived()["derived/negatives_per_anchor"] == 62
+
+
 BAD = [
     ({"nonsense": 1}, "nonsense"),
     ({"augmentation": "crop+sparkle"}, "unknown component 'sparkle'; valid components are crop"),
@@ -75,6 +89,9 @@ BAD = [
     ({"objective": "align_uniform"}, "lam_t is required with objective='align_uniform'"),
     ({"dataset": "toy", "encoder": "mlp", "augmentation": "crop"}, "dataset='toy' holds vectors"),
     ({"dataset": "imagenet"}, "dataset"),
+    ({"batch_size": 96, "budget_examples": 960, "workers": 5}, "cannot be split over workers=5"),
+    ({"workers": 0}, "workers"),
+    ({"negatives": "some"}, "negatives"),
 ]
 
 

@@ -50,7 +50,8 @@ EVERY_FIELD = {
     "augmentation": "noise", "aug_strength": 0.7, "eval_marks": 5,
     "eval_at_start": True, "knn_k": 7, "knn_temperature": 0.2, "linear_probe": False,
     "linear_probe_iters": 9, "collapse_std": 0.001, "seed": 3, "device": "cpu",
-    "precision": "bf16", "num_workers": 2, "compile": "off",
+    "precision": "bf16", "num_workers": 2, "compile": "off", "workers": 2, "negatives": "local",
+    "sync_bn": True,
 }  # fmt: skip
 
 

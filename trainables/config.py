@@ -7,6 +7,15 @@ is a read-only property, listed in :meth:`TrialConfig.derived` and logged under 
 Compute matching: every trial sees exactly ``budget_examples`` source examples in
 ``steps = budget_examples / batch_size`` full batches. A budget that is not a multiple of the
 batch size is rejected as unmatchable; there is no partial last batch.
+
+Data parallelism: ``workers`` processes (W, set by the study from its ``resources.workers``;
+default 1) train one trial together. ``batch_size`` is the global batch B: each worker takes
+B / W of its rows (B % W != 0 is refused), so ``steps``, ``examples_seen`` and the compute
+matching do not depend on W. ``negatives`` says what the loss contrasts with: ``all`` (every
+worker's views, gathered with their gradients: 2B - 2 negatives per anchor, as with W = 1) or
+``local`` (the worker's own B / W sources: 2(B / W) - 2). ``sync_bn`` makes BatchNorm layers
+normalise over the global batch (SyncBatchNorm) instead of each worker's share; it has no effect
+with one worker.
 """
 
 from __future__ import annotations
@@ -93,6 +102,10 @@ class TrialConfig(ReadsText):
     num_workers: int = Field(0, ge=0)  # CPU trials only: CUDA trials index data on the device
     # torch.compile the training forward: auto = on for CUDA, off on the CPU
     compile: Literal["auto", "on", "off"] = "auto"
+    # data parallelism: W processes share the global batch_size (see the module's docstring)
+    workers: int = Field(1, ge=1)
+    negatives: Literal["all", "local"] = "all"
+    sync_bn: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> TrialConfig:
@@ -104,6 +117,18 @@ class TrialConfig(ReadsText):
                 f"{self.budget_examples % self.batch_size} examples, and every trial must see "
                 "exactly budget_examples examples in full batches; choose a budget that is a "
                 "multiple of every batch size in the study"
+            )
+        if self.batch_size % self.workers:
+            raise ValueError(
+                f"batch_size={self.batch_size} cannot be split over workers={self.workers}: "
+                "batch_size is the global batch and every worker takes an equal share of it; "
+                f"choose a batch size that is a multiple of {self.workers}"
+            )
+        if self.negatives == "local" and self.batch_size // self.workers < 2:
+            raise ValueError(
+                f"negatives='local' with batch_size={self.batch_size} over "
+                f"workers={self.workers} leaves each worker {self.batch_size // self.workers} "
+                "source(s) and no negatives; use negatives='all' or a larger batch"
             )
         if self.budget_examples // self.batch_size < self.eval_marks:
             raise ValueError(
@@ -171,9 +196,21 @@ class TrialConfig(ReadsText):
         return tuple(sorted(marks | ({0} if self.eval_at_start else set())))
 
     @property
+    def worker_batch(self) -> int:
+        """Sources each of the ``workers`` processes takes from a step's batch: B / W."""
+        return self.batch_size // self.workers
+
+    @property
+    def contrast_batch(self) -> int:
+        """Sources whose views the loss's denominator holds: the global batch B with
+        ``negatives: all``, the worker's own B / W with ``local``."""
+        return self.batch_size if self.negatives == "all" else self.worker_batch
+
+    @property
     def negatives_per_anchor(self) -> int:
-        """2B - 2 negatives per anchor in a two-view batch without groups."""
-        return 2 * self.batch_size - 2
+        """2B - 2 negatives per anchor in a two-view batch without groups (B the global batch
+        with ``negatives: all``, a worker's B / W with ``local``)."""
+        return 2 * self.contrast_batch - 2
 
     @property
     def augmentation_components(self) -> tuple[str, ...]:

@@ -21,6 +21,19 @@ diverged or collapsed before its last step has none.
 
 It knows nothing of Ray or MLflow: a :class:`Reporter` receives metrics and checkpoints, and may
 hand back a checkpoint to resume from.
+
+Data parallelism (``workers`` W > 1): W processes, each calling :func:`run_trial` inside an
+initialised ``torch.distributed`` process group of W ranks, train one trial together. Every rank
+builds the global batch of a step exactly as a single process would (the same permutation
+stream, the same views: both are functions of (seed, step) over the whole batch) and keeps rows
+``rank·B/W .. (rank+1)·B/W``, so W = 1 and W = 2 see the same examples and views. The model runs
+under DistributedDataParallel (gradients averaged over ranks; BatchNorm becomes SyncBatchNorm
+with ``sync_bn``); with ``negatives: all`` the loss contrasts every rank's views, gathered with
+their gradients (:func:`trainables.objectives.all_gather_with_grad`), so the step equals the
+single-process step; with ``local`` each rank contrasts its own B / W sources. The logged loss is
+the mean over ranks. Rank 0 alone evaluates, reports and writes checkpoints (holding every rank's
+RNG state); on resume rank 0 reads the checkpoint and hands it to every rank. Every rank returns
+rank 0's result.
 """
 
 from __future__ import annotations
@@ -36,7 +49,9 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 
 from trainables.config import TrialConfig
 from trainables.data import (
@@ -52,7 +67,14 @@ from trainables.data import (
 from trainables.diagnostics import pair_diagnostics
 from trainables.encoders import ContrastiveModel, build_model
 from trainables.evidence import evidence_metrics, trial_evidence
-from trainables.objectives import NonFiniteError, align_uniform_loss, info_nce, nt_xent
+from trainables.objectives import (
+    Gather,
+    NonFiniteError,
+    align_uniform_loss,
+    all_gather_with_grad,
+    info_nce,
+    nt_xent,
+)
 from trainables.probes import (
     FittedProbes,
     Predictions,
@@ -197,25 +219,35 @@ def lr_at(config: TrialConfig, step: int) -> float:
     return peak * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def objective_loss(config: TrialConfig, z1: Tensor, z2: Tensor, groups: Tensor | None) -> Tensor:
+def objective_loss(
+    config: TrialConfig,
+    z1: Tensor,
+    z2: Tensor,
+    groups: Tensor | None,
+    gather: Gather | None = None,
+) -> Tensor:
     """The training objective on two projected views (B, D) of B sources.
 
     Without groups nothing here waits for the device: NaN, inf or a zero row gives a NaN loss
     (the loop's :class:`DivergenceWatch` ends the trial on it) instead of raising. With groups,
     info_nce reads the ids on the host to find each anchor's positives.
+
+    ``gather`` (data parallelism with ``negatives: all``) makes the candidates every rank's views;
+    sources are numbered per rank, groups are the dataset's ids (one id is one group everywhere).
     """
     if config.objective == "align_uniform":
         return align_uniform_loss(
-            z1, z2, config.lam, config.uniform_t, config.align_alpha, checks=False
+            z1, z2, config.lam, config.uniform_t, config.align_alpha, checks=False, gather=gather
         )
     if groups is None:
-        return nt_xent(z1, z2, config.temperature, checks=False)
+        return nt_xent(z1, z2, config.temperature, checks=False, gather=gather)
     b = z1.shape[0]
     sources = torch.arange(b, device=z1.device).repeat(2)
     view_groups = None if groups is None else groups.to(z1.device).repeat(2)
+    scope = {} if gather is None else {"group_ids": "global"}
     return info_nce(
         torch.cat([z1, z2]), sources, config.temperature,
-        groups=view_groups, group_policy=config.group_policy,
+        groups=view_groups, group_policy=config.group_policy, gather=gather, **scope,
     )  # fmt: skip
 
 
@@ -342,7 +374,7 @@ def score(
     made already (:func:`held_predictions`) are scored as they are."""
     metrics = pair_diagnostics(
         features["h1"], features["h2"], features["z1"], features["z2"], features["held_y"],
-        batch_size=config.batch_size,
+        batch_size=config.contrast_batch,
         temperature=config.temperature if config.objective == "info_nce" else None,
         groups=features["groups"], group_policy=config.group_policy,
     )  # fmt: skip
@@ -434,27 +466,64 @@ class DivergenceWatch:
 # ---------------------------------------------------------------------------------------------
 # the trial
 # ---------------------------------------------------------------------------------------------
+def worker_rank(config: TrialConfig) -> tuple[int, int]:
+    """(rank, W) of this process in a trial of ``config.workers`` W processes: (0, 1) for one
+    worker (any process group is left alone); otherwise the rank in the initialised default
+    ``torch.distributed`` process group, which must hold exactly W ranks."""
+    if config.workers == 1:
+        return 0, 1
+    if not (dist.is_available() and dist.is_initialized()):
+        raise ValueError(
+            f"workers={config.workers} needs torch.distributed initialised with "
+            f"{config.workers} ranks, one process per worker, each calling run_trial"
+        )
+    world = dist.get_world_size()
+    if world != config.workers:
+        raise ValueError(
+            f"workers={config.workers} but the torch.distributed process group has {world} "
+            "ranks; a trial's workers must equal its process group's size"
+        )
+    return dist.get_rank(), world
+
+
 class _Trial:
     """Mutable state of one running trial; checkpointed whole at every evaluation."""
+
+    rank, world = 0, 1  # this process's rank among the trial's W data-parallel workers
+    gather: Gather | None = None  # the loss's gather across workers (negatives: all, W > 1)
 
     def __init__(self, config: TrialConfig, reporter: Reporter | None) -> None:
         self.wall0 = time.perf_counter()  # wall_s counts setup (data load, model build) too
         self.config = config
         self.reporter = reporter
+        self.rank, self.world = worker_rank(config)
         self.device = resolve_device(config)
         seed_everything(config.seed)
         self.data = load_data(config)
         on_cuda = self.device.type == "cuda"
         self.resident = resident_data(self.data, self.device) if on_cuda else None
         self.model = build_model(config, self.data.input_shape).to(self.device)
+        if self.world > 1 and config.sync_bn:
+            if not on_cuda:
+                raise ValueError(
+                    f"sync_bn=True with workers={self.world} needs CUDA (SyncBatchNorm runs on "
+                    f"GPUs only), but this trial runs on {self.device}; set sync_bn=False "
+                    "(each worker's BatchNorm then normalises its own share) or use GPUs"
+                )
+            self.model = nn.SyncBatchNorm.convert_sync_batchnorm(self.model)
         self.channels_last = uses_channels_last(config, self.device)
         if self.channels_last:
             self.model = self.model.to(memory_format=torch.channels_last)
         # Evaluation runs the plain module (shapes and BatchNorm's mode vary there); training
-        # runs the compiled one, which shares its parameters.
+        # runs the compiled one (and, with several workers, the DistributedDataParallel one that
+        # averages gradients over them), which shares its parameters.
+        train_module: nn.Module = self.model
+        if self.world > 1:
+            train_module = DistributedDataParallel(self.model)  # broadcasts rank 0's weights
+            self.gather = all_gather_with_grad if config.negatives == "all" else None
         self.compiled = compiles(config, self.device)
         self.forward = (
-            torch.compile(self.model, backend=COMPILE_BACKEND) if self.compiled else self.model
+            torch.compile(train_module, backend=COMPILE_BACKEND) if self.compiled else train_module
         )
         self.optimizer = make_optimizer(config, self.model)
         self.watch = DivergenceWatch(self.device)
@@ -466,7 +535,8 @@ class _Trial:
         self.status = "finished"
 
     # -- checkpoints --
-    def state(self) -> dict[str, Any]:
+    def state(self, rngs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """The checkpoint; ``rngs``: every worker's RNG state by rank (several workers)."""
         return {
             "model": self.model.state_dict(),  # the plain module's keys, compiled or not
             "optimizer": self.optimizer.state_dict(),
@@ -478,21 +548,55 @@ class _Trial:
             "times": dict(self.times),
             "last_metrics": dict(self.last_metrics),
             "rng": _rng_state(),
+            "workers": self.world,
+            "rng_workers": rngs if rngs is not None else [],
         }
 
-    def load(self, directory: str) -> None:
-        state = torch.load(
-            Path(directory) / CHECKPOINT_FILE, map_location=self.device, weights_only=True
-        )
+    def resume_state(self) -> dict[str, Any] | None:
+        """The checkpoint to resume from, or None: rank 0 asks its reporter and reads it, and
+        hands it to every worker."""
+        state = None
+        if self.rank == 0 and self.reporter is not None:
+            found = self.reporter.latest_checkpoint()
+            if found:
+                location = self.device if self.world == 1 else "cpu"
+                state = torch.load(
+                    Path(found) / CHECKPOINT_FILE, map_location=location, weights_only=True
+                )
+        return self.from_rank0(state)
+
+    def load(self, state: dict[str, Any]) -> None:
+        written = state.get("workers", 1)
+        if written != self.world:
+            raise ValueError(
+                f"the checkpoint was written by workers={written} and resumes with "
+                f"workers={written} only, not workers={self.world}"
+            )
         self.model.load_state_dict(strip_compiled_prefix(state["model"]))
         self.optimizer.load_state_dict(state["optimizer"])
         self.step = state["step"]
         self.loss_sum, self.loss_count = state["loss_sum"], state["loss_count"]
         self.times = dict.fromkeys(TIMES, 0.0) | dict(state["times"])
         self.last_metrics = dict(state["last_metrics"])
-        _set_rng_state(
-            {k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in state["rng"].items()}
-        )
+        rng = state["rng_workers"][self.rank] if self.world > 1 else state["rng"]
+        _set_rng_state({k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in rng.items()})
+
+    # -- several workers --
+    def from_rank0(self, value: Any) -> Any:
+        """Rank 0's ``value`` on every worker (itself with one worker)."""
+        if self.world == 1:
+            return value
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def worker_rngs(self) -> list[dict[str, Any]] | None:
+        """Every worker's RNG state by rank, on rank 0 (None elsewhere and with one worker)."""
+        if self.world == 1:
+            return None
+        found: list[Any] | None = [None] * self.world if self.rank == 0 else None
+        dist.gather_object(_rng_state(), found, dst=0)
+        return found
 
     # -- evaluation and reporting --
     def train_metrics(self) -> dict[str, float]:
@@ -517,7 +621,33 @@ class _Trial:
         """Evaluate, then report (with a checkpoint when ``checkpoint``). The ``final``
         evaluation, at the last step, also measures the evidence (:func:`trial_evidence`): its
         metrics join this evaluation's, its tables are kept for the result, its seconds go to
-        ``evidence_s`` (not ``eval_s``)."""
+        ``evidence_s`` (not ``eval_s``).
+
+        With several workers every rank calls this at the same step: rank 0 evaluates, every
+        rank learns its status (collapsed or not), rank 0 gathers their RNG states and writes
+        and reports the checkpoint; the other ranks report nothing."""
+        if self.rank == 0:
+            metrics = self.evaluate(final)
+        else:
+            self.watch.take_loss_sum()
+            self.loss_sum, self.loss_count = 0.0, 0
+        self.status = self.from_rank0(self.status)
+        save = checkpoint and self.status == "finished"  # the same on every rank
+        rngs = self.worker_rngs() if save else None  # every rank takes part
+        if self.rank != 0 or self.reporter is None:
+            return
+        seen = self.step * self.config.batch_size
+        if not save:
+            self.reporter.report(metrics, step=seen)
+            return
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as tmp:
+            torch.save(self.state(rngs), Path(tmp) / CHECKPOINT_FILE)
+            self.times["checkpoint_s"] += time.perf_counter() - t0
+            self.reporter.report(metrics, step=seen, checkpoint_dir=tmp)
+
+    def evaluate(self, final: bool) -> dict[str, float]:
+        """One evaluation's metrics (kept as ``last_metrics``); sets ``collapsed``."""
         t0 = time.perf_counter()
         self.loss_sum += self.watch.take_loss_sum()
         features = heldout_features(
@@ -539,17 +669,7 @@ class _Trial:
         if self.is_collapsing(metrics["z/dim_std_mean"]):
             self.status = "collapsed"
         self.last_metrics = metrics
-        if self.reporter is None:
-            return
-        seen = self.step * self.config.batch_size
-        if not checkpoint or self.status != "finished":
-            self.reporter.report(metrics, step=seen)
-            return
-        t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as tmp:
-            torch.save(self.state(), Path(tmp) / CHECKPOINT_FILE)
-            self.times["checkpoint_s"] += time.perf_counter() - t0
-            self.reporter.report(metrics, step=seen, checkpoint_dir=tmp)
+        return metrics
 
     def diverge(self, step: int) -> None:
         """End the trial at ``step``, the first step whose loss was not finite: the steps before
@@ -557,7 +677,7 @@ class _Trial:
         self.status = "diverged"
         self.step = step
         self.last_metrics |= self.train_metrics() | {"train/loss": math.nan}
-        if self.reporter is not None:
+        if self.reporter is not None and self.rank == 0:
             self.reporter.report(self.last_metrics, step=self.step * self.config.batch_size)
 
     # -- the loop --
@@ -572,21 +692,50 @@ class _Trial:
             x = x.contiguous(memory_format=torch.channels_last)
         with autocast_for(self.config, self.device):
             _, z = self.forward(x)
-        loss = objective_loss(self.config, z[:b].float(), z[b:].float(), groups)
-        self.watch.add(loss, self.step)
+        if self.world > 1 and self.gather is None:  # local negatives: ranks' losses differ
+            loss = self.local_loss(z[:b].float(), z[b:].float(), groups)
+            self.watch.add(self.mean_over_workers(loss, groups is not None), self.step)
+        else:  # one worker, or every worker's gathered loss (the same on every rank)
+            loss = objective_loss(self.config, z[:b].float(), z[b:].float(), groups, self.gather)
+            self.watch.add(loss, self.step)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
 
+    def local_loss(self, z1: Tensor, z2: Tensor, groups: Tensor | None) -> Tensor:
+        """This worker's loss on its own sources (``negatives: local``); NaN where info_nce
+        refused its rows, so that :meth:`mean_over_workers` can tell every rank."""
+        try:
+            return objective_loss(self.config, z1, z2, groups)
+        except NonFiniteError:
+            return (z1.sum() + z2.sum()) * math.nan  # keeps the graph DDP expects
+
+    def mean_over_workers(self, loss: Tensor, raises: bool) -> Tensor:
+        """The mean of every worker's loss (what the watch and ``train/loss`` see), the same on
+        every rank. With ``raises`` (info_nce with groups, which refuses bad rows on the host)
+        a NaN on any rank raises NonFiniteError on every rank, before any backward."""
+        mean = loss.detach().double().reshape(1)
+        dist.all_reduce(mean)
+        mean = mean[0] / self.world
+        if raises and not torch.isfinite(mean):
+            raise NonFiniteError("a worker's loss refused its rows (not finite)")
+        return mean
+
     def batches(self) -> Iterator[tuple[int, Tensor, Tensor, Tensor, Tensor | None]]:
-        """(step, indices, view 1, view 2, groups) from the current step on."""
+        """(step, indices, view 1, view 2, groups) from the current step on; with several
+        workers, this rank's rows of the global batch (rank·B/W .. (rank+1)·B/W): every rank
+        builds the whole batch's views, a function of (seed, step), and keeps its share."""
         if self.resident is not None:
             found = resident_batches(self.config, self.data, self.resident, self.step)
             all_groups = self.resident.train_groups
         else:
             found = view_batches(self.config, self.data, self.step, self.device)
             all_groups = self.data.train_groups
+        rows = self.config.worker_batch
+        share = slice(self.rank * rows, (self.rank + 1) * rows)
         for step, idx, v1, v2 in found:
+            if self.world > 1:
+                idx, v1, v2 = idx[share], v1[share], v2[share]
             groups = None if all_groups is None else all_groups[idx]
             yield step, idx, v1, v2, groups
 
@@ -598,12 +747,12 @@ class _Trial:
         return time.perf_counter() - t0
 
     def run(self) -> dict[str, Any]:
-        resume = self.reporter.latest_checkpoint() if self.reporter is not None else None
-        if resume:
+        resume = self.resume_state()
+        if resume is not None:
             self.load(resume)
             # Report the checkpoint's own evaluation again: a reporter that died before
             # recording it gets it now; one that has it already skips the replayed step.
-            if self.last_metrics and self.reporter is not None:
+            if self.last_metrics and self.reporter is not None and self.rank == 0:
                 self.reporter.report(self.last_metrics, step=self.step * self.config.batch_size)
         elif 0 in self.config.eval_steps:
             self.evaluate_and_report(checkpoint=False)
@@ -630,7 +779,12 @@ class _Trial:
             at_mark = self.step in marks
             if at_mark:
                 self.times["train_s"] += self.wait()  # the queued steps' device time
-            bad = self.watch.settle() if at_mark else self.watch.poll()
+            if at_mark:
+                bad = self.watch.settle()
+            elif self.world > 1 and self.device.type == "cuda":
+                bad = None  # a poll may see it on one rank only; every rank settles at marks
+            else:
+                bad = self.watch.poll()
             if bad is not None:
                 self.diverge(bad)
                 break
@@ -647,7 +801,7 @@ class _Trial:
                 self.diverge(bad)
             else:
                 self.evaluate_and_report(checkpoint=False, final=True)
-        return self.result(time.perf_counter() - self.wall0)
+        return self.from_rank0(self.result(time.perf_counter() - self.wall0))
 
     def result(self, wall_s: float) -> dict[str, Any]:
         return {
@@ -694,6 +848,12 @@ def run_trial(
     config: TrialConfig | dict[str, Any], reporter: Reporter | None = None
 ) -> dict[str, Any]:
     """Run one trial and return its final metrics.
+
+    With ``config.workers`` W > 1 this is one worker of a data-parallel trial: call it in each
+    of W processes, inside an initialised ``torch.distributed`` default process group of exactly
+    W ranks (any backend; gloo on the CPU, NCCL with one GPU per rank, each rank's device
+    current). Rank 0's reporter alone is used (reports, checkpoints, the checkpoint to resume
+    from); the others may be None. Every rank returns rank 0's result.
 
     Args:
         config: a :class:`TrialConfig` or a mapping of its fields (unknown keys raise).
