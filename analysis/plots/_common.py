@@ -61,7 +61,7 @@ KNOWN_FACTORS = (
     "projection_hidden", "projection_dim", "knn_k", "knn_temperature", "toy_classes", "toy_dim",
     "toy_spread", "toy_noise", "toy_train_size", "toy_photos_per_item", "image_size",
     "heldout_size", "probe_train_size", "eval_marks", "linear_probe_iters", "collapse_std",
-    "data_seed", "seed", "num_workers", "derived.negatives_per_anchor",
+    "data_seed", "seed", "num_workers", "workers", "derived.negatives_per_anchor",
 )  # fmt: skip
 
 # What a reader should know of a metric to read it: its direction or meaning.
