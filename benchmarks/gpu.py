@@ -38,6 +38,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -322,6 +323,15 @@ def main() -> None:
         per_batch, test = (80, 100) if args.smoke else (10000, 10000)  # 5 training batches
         root = Path(tempfile.mkdtemp(prefix="cifar-bench-"))
         args.data_root = write_cifar10(root, per_batch, test)
+    try:
+        measure(args, t_start)
+    finally:  # the data it wrote (50,000 CIFAR-size images at full size) does not stay behind
+        if args.wrote_data:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, t_start: float) -> None:
+    """Every part asked for, printed as one table (see the module docstring)."""
     args.batch = base_config(args).batch_size
     name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
     print(f"benchmarks/gpu.py on {name}, torch {torch.__version__}, {os.cpu_count()} CPU cores"

@@ -352,7 +352,9 @@ def test_gpu_benchmark_smoke_without_the_study_packages(tmp_path):
         "        pass\n"
         "sys.meta_path.insert(0, Absent())\n"
     )
-    env = os.environ | {"PYTHONPATH": str(blocker)}
+    scratch = tmp_path / "scratch"  # where it writes its CIFAR-10 files, and must remove them
+    scratch.mkdir()
+    env = os.environ | {"PYTHONPATH": str(blocker), "TMPDIR": str(scratch)}
     root = Path(__file__).resolve().parents[1]
     command = [sys.executable, "benchmarks/gpu.py", "--smoke", "--device", "cpu"]
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
@@ -363,6 +365,7 @@ def test_gpu_benchmark_smoke_without_the_study_packages(tmp_path):
         assert f"| {part} |" in out, part
     assert "processes (no Ray here)" in out
     assert "| (d) | nt_xent at B = 512" in out and "| (d) | info_nce at B = 512" in out
+    assert not [p for p in scratch.iterdir() if p.name.startswith("cifar-bench-")]
 
 
 def test_the_device_copy_is_kept_for_the_same_bundle():
