@@ -17,6 +17,7 @@ undefined is null, never 0 or inf, and ``notes`` says why in words (a constant r
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import json
 import math
@@ -25,7 +26,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
@@ -38,6 +39,9 @@ from analysis.surface import (
     factor_effects,
     fit_response_surface,
 )
+
+if TYPE_CHECKING:
+    from analysis.headline import Headline
 
 DEFAULT_RESPONSES = (
     "probe/knn_top1_h", "probe/linear_top1_h", "probe/knn_top1_z", "z/align", "z/uniform",
@@ -130,12 +134,18 @@ class StudyAnalysis:
     frontier: pd.DataFrame
     results: pd.DataFrame = field(repr=False)
 
-    def to_json(self) -> dict[str, Any]:
+    @functools.cached_property
+    def headline(self) -> Headline:
+        """What the study found, said first (:func:`analysis.headline.headline`); computed once
+        for the report, its JSON, the terminal and the parent run's description."""
         from analysis.headline import headline
 
+        return headline(self)
+
+    def to_json(self) -> dict[str, Any]:
         return {
             "study": self.study,
-            "headline": headline(self).to_json(),
+            "headline": self.headline.to_json(),
             "n_trials": self.n_trials,
             "responses": {name: fit.to_json() for name, fit in self.fits.items()},
             "frontier": sorted(set(self.frontier.get("point_id", pd.Series(dtype=str)))),
@@ -448,7 +458,6 @@ def write_report(
     (the columns of :data:`analysis.evidence.SOURCE_RETURN_COLUMNS`), for the evidence card's
     numbers; a panel without a table still makes the card's section say what was shown."""
     from analysis.evidence import evidence_card
-    from analysis.headline import headline
     from analysis.plots import all_figures, save_figure
 
     out = Path(out_dir)
@@ -492,7 +501,7 @@ def write_report(
                 ("figures", "Figures"), ("evidence", "Evidence card")]  # fmt: skip
     if panels:
         sections.insert(-1, ("source-return", "Source return"))
-    top = headline(analysis)
+    top = analysis.headline
     returned = (
         f'<h2 id="source-return">Source return</h2>{_source_return_html(shown, missing)}'
         if panels

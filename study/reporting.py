@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 from mlflow.exceptions import MlflowException
 
-from analysis.headline import Headline, headline
+from analysis.headline import Headline
 from analysis.load import load_history, read_results, results_frame
 from analysis.report import analyse, write_report
 from study.export import results_table
@@ -48,7 +48,7 @@ def make_report(
     parent = record.parent() if record is not None else None
     if parent is not None:
         record.client.log_artifacts(parent.info.run_id, str(folder), "report")
-        record.set_parent_note(parent.info.run_id, parent_note(headline(analysis), parent))
+        record.set_parent_note(parent.info.run_id, parent_note(analysis.headline, parent))
         record.point_to_report(parent.info.run_id, folder / "report.html")
     return analysis.to_json(), folder
 

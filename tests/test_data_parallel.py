@@ -7,14 +7,13 @@ checkpoint and resumed. The W = 1 trials run in the test process.
 
 from __future__ import annotations
 
-import socket
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+from distkit import spawn_ranks
 from pydantic import ValidationError
 
 import trainables.train as train_module
@@ -137,18 +136,10 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory):
     out = tmp_path_factory.mktemp("data_parallel")
-    mp.spawn(_worker, args=(_free_port(), str(out)), nprocs=WORLD, join=True)
-    runs = [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(WORLD)]
-    return runs, out
+    return spawn_ranks(_worker, out, WORLD), out
 
 
 @pytest.fixture(scope="module")
