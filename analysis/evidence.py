@@ -58,8 +58,9 @@ PROBES: tuple[str, ...] = (
 DEFAULT_TARGET = "probe/knn_top1_h"
 SPACES = {"h": "h (encoder output)", "z": "z (projection-head output)"}
 GEOMETRY = ("align", "uniform", "effective_rank", "dim_std_min", "dim_std_mean")
-# Columns that would record a cross-device or memory-bank candidate pool, were one used.
-POOL_COLUMNS = ("world_size", "gather", "queue_size", "memory_bank")
+# Columns that would record a queue or memory-bank candidate pool, were one used (a
+# cross-device gather is recorded by the trial fields workers and negatives).
+POOL_COLUMNS = ("queue_size", "memory_bank")
 # Per held-out class geometry, {h,z}/<name>: the worst class (the highest value: alignment and
 # uniformity are both lower-is-better) and the spread (highest minus lowest class).
 CLASS_GEOMETRY = ("align_worst_class", "align_class_spread", "uniform_worst_class",
@@ -534,27 +535,64 @@ def temperature_table(df: pd.DataFrame, target: str = DEFAULT_TARGET) -> Table:
     return Table(("τ", *(f"C = {_fmt(c)}" for c in cols)), tuple(rows))
 
 
+def _pools(df: pd.DataFrame) -> pd.DataFrame:
+    """Per trial: batch size B, workers W (1 when not recorded), negatives (all | local), the
+    candidates per anchor recorded, and those expected: 2B - 2 with every worker's views
+    gathered (or one worker), 2(B / W) - 2 with each worker's own batch only."""
+    if "batch_size" not in df.columns:
+        return pd.DataFrame(columns=["b", "w", "neg", "c", "expected"])
+    workers = _num(df, "workers")
+    frame = pd.DataFrame({
+        "b": _num(df, "batch_size"),
+        "w": workers.fillna(1) if workers is not None else 1.0,
+        "neg": df["negatives"].fillna("all") if "negatives" in df.columns else "all",
+        "c": _candidates(df),
+    }).dropna(subset=["b"])  # fmt: skip
+    pooled = (frame["neg"] == "all") | (frame["w"] == 1)
+    frame["expected"] = 2 * frame["b"].where(pooled, frame["b"] // frame["w"]) - 2
+    return frame
+
+
 def candidate_table(df: pd.DataFrame) -> Table:
-    """Batch size -> candidates per anchor (``loss/candidates`` and 2B - 2), with trial counts."""
-    columns = ("batch size B", "candidates per anchor (loss/candidates)", "2B - 2", "trials")
-    cands = _candidates(df)
-    if "batch_size" not in df.columns or cands is None:
+    """(batch size B, workers W, negatives) -> candidates per anchor as recorded
+    (``loss/candidates``, else derived) and as expected, with trial counts."""
+    columns = ("batch size B", "workers W", "negatives",
+               "candidates per anchor (loss/candidates)", "expected", "trials")  # fmt: skip
+    frame = _pools(df)
+    if _candidates(df) is None or frame.empty:
         return Table(columns, ())
-    frame = pd.DataFrame({"b": _num(df, "batch_size"), "c": cands}).dropna(subset=["b"])
     rows = tuple(
-        (_fmt(b), _range(g["c"]), _fmt(2 * b - 2), str(len(g))) for b, g in frame.groupby("b")
+        (_fmt(b), _fmt(w), str(neg), _range(g["c"]), _fmt(g["expected"].iloc[0]), str(len(g)))
+        for (b, w, neg), g in frame.groupby(["b", "w", "neg"])
     )
     return Table(columns, rows)
+
+
+def _pool_scope(df: pd.DataFrame) -> str:
+    """Where each anchor's candidates come from, in words."""
+    frame = _pools(df)
+    several = frame[frame["w"] > 1] if not frame.empty else frame
+    if several.empty:
+        return ("One worker per trial: each anchor's candidates are the other 2B - 2 views of "
+                "its own batch (no cross-device gather).")  # fmt: skip
+    parts = []
+    for (w, neg), _ in several.groupby(["w", "neg"]):
+        parts.append(
+            f"W = {_fmt(w)} workers, negatives {neg}: "
+            + ("every worker's views gathered with their gradients, so the other 2B - 2 views "
+               "of the global batch B" if neg == "all" else
+               "each worker's own B / W sources only, so the other 2(B / W) - 2 views")
+        )  # fmt: skip
+    return "Measured across devices. " + "; ".join(parts) + "."
 
 
 def effective_candidates(df: pd.DataFrame, attrs: dict) -> str | Table:
     table = candidate_table(df)
     pools = [c for c in POOL_COLUMNS if c in df.columns]
-    scope = (
-        "Candidate pool as recorded: " + "; ".join(f"{c} = {_listing(df, c)}" for c in pools)
+    scope = _pool_scope(df) + (
+        " Candidate pool as recorded: " + "; ".join(f"{c} = {_listing(df, c)}" for c in pools)
         if pools
-        else "Local batch only: no cross-device gather, queue or memory bank is recorded, so each "
-        "anchor's candidates are the other 2B - 2 views of its own batch."
+        else " No queue or memory bank is recorded."
     )
     if "objective" in df.columns and (df["objective"] == "align_uniform").any():
         scope += (
@@ -982,10 +1020,14 @@ def cost(df: pd.DataFrame, attrs: dict) -> str:
     elif not gpu:
         gpu_text = "GPU hours: 0 (CPU-only: resources gpu = 0)"
     else:
-        gpu_text = f"GPU hours: {hours:.3g} (Σ wall_s × {_fmt(gpu)} GPU / 3600)"
+        workers = (attrs.get("resources") or {}).get("workers", 1)
+        each = f"{_fmt(workers)} workers × {_fmt(gpu)}" if workers != 1 else _fmt(gpu)
+        gpu_text = f"GPU hours: {hours:.3g} (Σ wall_s × {each} GPU / 3600)"
     steps = _by(df, "steps" if "steps" in df.columns else "derived.steps", "batch_size", "B")
     resources = attrs.get("resources") or {}
     per_trial = ", ".join(f"{k} {_fmt(v)}" for k, v in resources.items()) or "not recorded"
+    if resources.get("workers", 1) != 1:
+        per_trial += " (cpu and gpu per worker)"
     return (
         f"{_examples_check(df)} Steps per trial: {steps}. Wall time: total {total}, mean {mean} "
         f"per trial over {timed} trials with wall_s. {gpu_text}. Resources per trial: "
@@ -996,12 +1038,14 @@ def cost(df: pd.DataFrame, attrs: dict) -> str:
 
 
 def gpu_hours(df: pd.DataFrame) -> float | None:
-    """Σ wall_s × attrs["resources"]["gpu"] / 3600, or None when either is not recorded."""
-    gpu = (df.attrs.get("resources") or {}).get("gpu")
+    """Σ wall_s × workers × gpu / 3600 (``attrs["resources"]``: ``gpu`` per worker, ``workers``
+    1 when absent), or None when the GPUs or the wall times are not recorded."""
+    resources = df.attrs.get("resources") or {}
+    gpu, workers = resources.get("gpu"), resources.get("workers", 1)
     wall = _num(df, "wall_s")
     if gpu is None or wall is None:
         return None
-    return float(wall.fillna(0).sum()) * float(gpu) / 3600
+    return float(wall.fillna(0).sum()) * float(workers) * float(gpu) / 3600
 
 
 def _examples_check(df: pd.DataFrame) -> str:
@@ -1107,14 +1151,31 @@ def _gate_candidates(df: pd.DataFrame, attrs: dict) -> Verdict:
     if cands is None or df.empty:
         return NOT_MEASURED, "neither loss/candidates nor derived.negatives_per_anchor is recorded"
     known = int(cands.notna().sum())
-    per_batch = "; ".join(f"B={r[0]}: {r[1]}" for r in candidate_table(df).rows)
-    where = "local batch only, no cross-device gather recorded"
-    if known == len(df):
-        return (
-            "pass",
-            f"candidates per anchor recorded for {known}/{len(df)} trials ({per_batch}; {where})",
+    if known < len(df):
+        return "fail", f"candidates per anchor recorded for only {known}/{len(df)} trials"
+    frame = _pools(df)
+    wrong = frame[frame["c"].notna() & (frame["c"] != frame["expected"])]
+    if not wrong.empty:
+        first = wrong.iloc[0]
+        return "fail", (
+            f"{len(wrong)} trial(s) recorded candidates per anchor other than their pool holds: "
+            f"B={_fmt(first['b'])}, W={_fmt(first['w'])}, negatives {first['neg']}: recorded "
+            f"{_fmt(first['c'])}, expected {_fmt(first['expected'])}"
         )
-    return "fail", f"candidates per anchor recorded for only {known}/{len(df)} trials"
+    per_pool = "; ".join(
+        f"B={r[0]}: {r[3]}" if r[1] == "1" else f"B={r[0]}, W={r[1]}, negatives {r[2]}: {r[3]}"
+        for r in candidate_table(df).rows
+    )
+    several = bool((frame["w"] > 1).any()) if not frame.empty else False
+    where = (
+        "measured across devices: each matches the pool its workers and negatives give"
+        if several
+        else "one worker per trial, local batch only, no cross-device gather"
+    )
+    return (
+        "pass",
+        f"candidates per anchor recorded for {known}/{len(df)} trials ({per_pool}; {where})",
+    )
 
 
 def _gate_temperature(df: pd.DataFrame, attrs: dict) -> Verdict:

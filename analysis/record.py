@@ -26,6 +26,7 @@ SUMMARY_METRICS = {
     "trial/wall_s": "wall_s",
     "trial/examples_seen": "examples_seen",
     "trial/steps": "steps",
+    "trial/resumed_from": "resumed_from",  # examples seen at the last resume; 0: never resumed
 }
 
 

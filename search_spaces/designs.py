@@ -232,17 +232,40 @@ def _level_from_unit(factor: Factor, unit: float) -> Any:
     return factor.levels[index]
 
 
+def fixed_fields(spec: StudySpec) -> dict[str, Any]:
+    """The TrialConfig fields every trial shares: the study's ``trial:`` block and the workers
+    its resources set (``trial:`` as the user wrote it stays untouched)."""
+    return {**spec.trial, "workers": spec.resources.workers}
+
+
+def _default(fixed: dict[str, Any], name: str) -> Any:
+    return fixed.get(name, TrialConfig.model_fields[name].default)
+
+
+def _valid_batches(lo: int, hi: int, fixed: dict[str, Any]) -> list[int]:
+    """Batch sizes in [lo, hi] that keep the budget matched (they divide budget_examples) and
+    split evenly over the trial's data-parallel workers."""
+    budget, workers = _default(fixed, "budget_examples"), _default(fixed, "workers")
+    return [d for d in range(max(2, lo), hi + 1) if budget % d == 0 and d % workers == 0]
+
+
+def _batch_rule(fixed: dict[str, Any]) -> str:
+    """What a valid batch size is, in words, for error messages."""
+    rule = f"divides budget_examples={_default(fixed, 'budget_examples')}"
+    workers = _default(fixed, "workers")
+    return rule + (f" and is a multiple of resources.workers={workers}" if workers > 1 else "")
+
+
 def _snap(name: str, value: float, factor: Factor, fixed: dict[str, Any]) -> Any:
     """A continuous value for an integer field -> an integer that keeps the budget matched."""
     if name != "batch_size":
         return round(value)
-    budget = fixed.get("budget_examples", TrialConfig.model_fields["budget_examples"].default)
     lo, hi = factor.bounds
-    candidates = [d for d in range(max(2, math.ceil(lo)), int(hi) + 1) if budget % d == 0]
+    candidates = _valid_batches(math.ceil(lo), int(hi), fixed)
     if not candidates:
         raise StudyError(
-            f"factors.batch_size: no batch size in [{lo:g}, {hi:g}] divides "
-            f"budget_examples={budget}, so no snapped point can match the budget"
+            f"factors.batch_size: no batch size in [{lo:g}, {hi:g}] {_batch_rule(fixed)}, so "
+            "no snapped point can match the budget"
         )
     distance = (
         (lambda d: abs(math.log(d / value)))
@@ -549,7 +572,7 @@ def _coded_points(
     Coded ±1 are a factor's bounds (beyond them for ccc's axial points). Centre run c keeps
     ``run`` c (its seed's offset); other points that snapping merges are kept once.
     """
-    fixed = spec.trial
+    fixed = fixed_fields(spec)
     points, seen = [], set()
     cat_levels = [spec.factors[n].levels for n in categorical]
     for combo in itertools.product(*cat_levels):
@@ -583,7 +606,7 @@ def _points_latin_hypercube(spec: StudySpec) -> tuple[list[Point], dict]:
         for name, unit in zip(names, row, strict=True):
             factor = spec.factors[name]
             if factor.range is not None:
-                values[name] = _continuous(name, factor, float(unit), spec.trial, snapped)
+                values[name] = _continuous(name, factor, float(unit), fixed_fields(spec), snapped)
             else:
                 values[name] = _level_from_unit(factor, float(unit))
         points.append(Point(values, snapped))
@@ -605,11 +628,12 @@ GENERATORS = {
 def trial_config(spec: StudySpec, factors: dict[str, Any], seed: int) -> TrialConfig:
     """Fixed fields + one point's factor values + the seed, validated; errors name the field."""
     try:
-        return TrialConfig(**spec.trial | factors | {"seed": seed})
+        return TrialConfig(**fixed_fields(spec) | factors | {"seed": seed})
     except ValidationError as err:
         first = err.errors()[0]
         name = str(first["loc"][0]) if first["loc"] else ""
         msg = first["msg"].removeprefix("Value error, ")
+        msg = re.sub(r"\bworkers=", "resources.workers=", msg)  # the study sets it there
         if name in factors:
             raise StudyError(f"factors.{name}: level {factors[name]!r}: {msg}") from None
         if name in spec.trial:
@@ -742,9 +766,7 @@ def _beyond(name: str, factor: Factor, coded: float, fixed: dict, snapped: dict)
     if name not in INTEGER_FIELDS:
         return value
     if name == "batch_size":
-        budget = fixed.get("budget_examples",
-                           TrialConfig.model_fields["budget_examples"].default)  # fmt: skip
-        candidates = [d for d in range(2, budget + 1) if budget % d == 0]
+        candidates = _valid_batches(2, _default(fixed, "budget_examples"), fixed)
         if factor.scale == "log" and value > 0:
             result = min(candidates, key=lambda d: abs(math.log(d / value)))
         else:
@@ -755,8 +777,8 @@ def _beyond(name: str, factor: Factor, coded: float, fixed: dict, snapped: dict)
     if lo <= result <= hi:
         raise StudyError(
             f"factors.{name}: the axial point at {coded:+.4g} coded units is {name} = "
-            f"{value:.4g}, but the nearest valid {name} is {result} (batch sizes must divide "
-            f"budget_examples={fixed.get('budget_examples')}), inside the factorial's range "
+            f"{value:.4g}, but the nearest valid {name} is {result} (a batch size "
+            f"{_batch_rule(fixed)}), inside the factorial's range "
             f"[{lo:g}, {hi:g}]: the axial point would not be one; use face ccf or another alpha"
             if name == "batch_size"
             else f"factors.{name}: the axial point at {coded:+.4g} coded units rounds to "
@@ -779,7 +801,7 @@ def _bound(name: str, factor: Factor, high: bool) -> Any:
 def _augment_points(spec: StudySpec, numeric: list[str], alpha: float) -> list[Point]:
     """The axial points (-alpha, +alpha on each numeric factor in turn) and the centre runs,
     crossed with every combination of the categorical factors."""
-    k, fixed = len(numeric), spec.trial
+    k, fixed = len(numeric), fixed_fields(spec)
     categorical = [n for n in spec.factors if n not in numeric]
     rows: list[tuple[list[float], str]] = []
     if not (k == 1 and alpha == 1.0):  # one factor at alpha 1: the axial points are factorial
@@ -926,19 +948,19 @@ def adaptive_sample(spec: StudySpec) -> TrialConfig:
         if factor.levels is not None:
             values[name] = factor.levels[0]
         else:
-            values[name] = _continuous(name, factor, 0.0, spec.trial, {})
+            values[name] = _continuous(name, factor, 0.0, fixed_fields(spec), {})
     return trial_config(spec, values, spec.design.seed)
 
 
 def batch_sizes_matching(spec: StudySpec, factor: Factor, required: bool = False) -> list[int]:
     """Every batch size inside the factor's bounds that divides the budget (optuna's choices)."""
-    budget = spec.trial.get("budget_examples", TrialConfig.model_fields["budget_examples"].default)
+    fixed = fixed_fields(spec)
     lo, hi = factor.bounds
-    found = [d for d in range(max(2, math.ceil(lo)), int(hi) + 1) if budget % d == 0]
+    found = _valid_batches(math.ceil(lo), int(hi), fixed)
     if required and not found:
         raise StudyError(
-            f"factors.batch_size: no batch size in [{lo:g}, {hi:g}] divides "
-            f"budget_examples={budget}, so no proposal can match the budget"
+            f"factors.batch_size: no batch size in [{lo:g}, {hi:g}] {_batch_rule(fixed)}, so "
+            "no proposal can match the budget"
         )
     return found
 

@@ -288,11 +288,21 @@ DESIGN_OPTIONS = {
 # Options added after studies were first recorded: left out of the fingerprint of a design kind
 # that does not read them, so a recorded full factorial still resumes under the same spec_sha.
 LATER_OPTIONS = ("alpha", "center")
+# TrialConfig fields the study sets from its resources, never from trial: or factors:
+SET_BY_RESOURCES = {
+    "workers": "{where}.workers: a trial's data-parallel workers are a resource: set "
+    "resources.workers (each worker then holds resources.cpu and resources.gpu)",
+}
 
 
 class Resources(_Strict):
-    """Per-trial resources; fractional GPUs pack several small trials on one device."""
+    """Per-trial resources; fractional GPUs pack several small trials on one device.
 
+    ``workers`` W > 1 runs each trial as W data-parallel workers (Ray Train), each holding
+    ``cpu`` CPUs and ``gpu`` GPUs: a trial holds W × cpu CPUs and W × gpu GPUs in all. The
+    trial's ``batch_size`` stays the global batch (each worker takes B / W of it)."""
+
+    workers: int = Field(1, ge=1)
     cpu: float = Field(1.0, gt=0)
     gpu: float = Field(0.0, ge=0)
 
@@ -302,6 +312,26 @@ class Resources(_Strict):
         if value > 1 and value != int(value):
             raise ValueError(f"a trial takes a fraction of one GPU or whole GPUs, got {value}")
         return value
+
+    @model_validator(mode="after")
+    def _whole_gpus_per_worker(self) -> Resources:
+        # NCCL binds one process to one device: several workers cannot share a GPU's fraction
+        if self.workers > 1 and 0 < self.gpu < 1:
+            raise ValueError(
+                f"resources.gpu: each of workers={self.workers} data-parallel workers needs "
+                f"whole GPUs (NCCL gives each worker its own device), got gpu={self.gpu:g}"
+            )
+        return self
+
+    @property
+    def trial_cpu(self) -> float:
+        """CPUs one trial holds: every worker's."""
+        return self.workers * self.cpu
+
+    @property
+    def trial_gpu(self) -> float:
+        """GPUs one trial holds: every worker's."""
+        return self.workers * self.gpu
 
 
 class Target(_Strict):
@@ -342,6 +372,8 @@ class StudySpec(_Strict):
             raise ValueError("a study needs at least one factor")
         known = set(TrialConfig.model_fields)
         for name in factors:
+            if name in SET_BY_RESOURCES:
+                raise ValueError(SET_BY_RESOURCES[name].format(where="factors"))
             if name not in known or name == "seed":
                 raise ValueError(
                     f"factors: unknown factor {name!r}: a factor must be a TrialConfig field "
@@ -360,6 +392,8 @@ class StudySpec(_Strict):
         unknown = sorted(set(self.trial) - set(TrialConfig.model_fields))
         if unknown:
             raise ValueError(f"trial: unknown TrialConfig field {unknown[0]!r}")
+        for name in sorted(set(self.trial) & set(SET_BY_RESOURCES)):
+            raise ValueError(SET_BY_RESOURCES[name].format(where="trial"))
         both = sorted(set(self.trial) & set(self.factors))
         if both:
             raise ValueError(
@@ -388,6 +422,8 @@ class StudySpec(_Strict):
         for option in LATER_OPTIONS:  # absent from fingerprints made before they existed
             if self.design.kind not in DESIGN_OPTIONS[option]:
                 data["design"].pop(option, None)
+        if self.resources.workers == 1:  # studies recorded before workers existed keep theirs
+            data["resources"].pop("workers")
         _add_augments(self, data)
         text = json.dumps(data, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

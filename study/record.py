@@ -753,6 +753,7 @@ class StudyRecord:
                 "study.point_id": plan.point_id, "study.replicate": str(plan.replicate),
                 "study.trial_key": plan.key, "study.spec_sha": spec_sha,
                 "study.code_version": code_version(), "study.attempts": "0",
+                "study.workers": str(plan.config.workers),
                 TRIAL_CONFIG_TAG: trial_json(plan),
                 MLFLOW_RUN_NOTE: trial_note(plan, self.study, self.experiment_id, parent_id),
                 **({BLOCK_TAG: str(plan.block)} if plan.block else {}), **source_tags(),
@@ -818,7 +819,7 @@ class StudyRecord:
         stamp = int(time.time() * 1000)
         final = [
             Metric(f"trial/{k}", float(summary[k]), stamp, int(summary.get("examples_seen", 0)))
-            for k in ("wall_s", "examples_seen", "steps")
+            for k in ("wall_s", "examples_seen", "steps", "resumed_from")
             if isinstance(summary.get(k), int | float)
         ]
         self.client.log_batch(run_id, metrics=final, tags=tags)

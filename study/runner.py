@@ -95,18 +95,33 @@ def local_capacity() -> dict[str, float]:
     return {"CPU": float(os.cpu_count() or 1), "GPU": float(torch.cuda.device_count())}
 
 
-def check_resources(spec: StudySpec, capacity: dict[str, float], where: str) -> None:
-    """Every trial must fit on one node: compare its ask with the largest node."""
-    for name, ask in (("cpu", spec.resources.cpu), ("gpu", spec.resources.gpu)):
+def check_resources(
+    spec: StudySpec, capacity: dict[str, float], where: str, total: dict[str, float] | None = None
+) -> None:
+    """Every worker of a trial must fit on one node (compare its ask with the largest node's
+    ``capacity``), and a trial's W workers together must fit ``where`` (``total``: the whole
+    cluster's resources; this machine's own capacity when None)."""
+    res = spec.resources
+    total = capacity if total is None else total
+    for name, ask in (("cpu", res.cpu), ("gpu", res.gpu)):
         have = capacity.get(name.upper(), 0.0)
         if ask > have:
+            each = "each trial" if res.workers == 1 else "each of a trial's workers"
             raise StudyError(
-                f"resources.{name}: each trial asks for {ask:g} {name.upper()} but {where} has "
+                f"resources.{name}: {each} asks for {ask:g} {name.upper()} but {where} has "
                 f"{have:g} on its largest node"
+            )
+        have = total.get(name.upper(), 0.0)
+        if res.workers > 1 and res.workers * ask > have:
+            raise StudyError(
+                f"resources.workers: a trial of workers={res.workers} × {name}={ask:g} needs "
+                f"{res.workers * ask:g} {name.upper()} at once but {where} has {have:g}; "
+                f"ask for fewer workers or less {name} per worker"
             )
 
 
 def cluster_capacity() -> dict[str, float]:
+    """The largest live node's CPUs and GPUs."""
     import ray
 
     best: dict[str, float] = {}
@@ -115,6 +130,14 @@ def cluster_capacity() -> dict[str, float]:
             for key in ("CPU", "GPU"):
                 best[key] = max(best.get(key, 0.0), float(node["Resources"].get(key, 0.0)))
     return best
+
+
+def cluster_total() -> dict[str, float]:
+    """Every live node's CPUs and GPUs together."""
+    import ray
+
+    found = ray.cluster_resources()
+    return {key: float(found.get(key, 0.0)) for key in ("CPU", "GPU")}
 
 
 def preflight(
@@ -220,12 +243,19 @@ def _recorder_class():
 
 
 def _slots(spec: StudySpec, concurrency: int | None) -> int:
-    """Trials that can run at once: the concurrency asked for, else as the cluster's CPUs allow."""
+    """Trials that can run at once: the concurrency asked for, else as the cluster's CPUs allow.
+    A data-parallel trial (whose Ray Train workers Tune does not count) is also held to as many
+    at once as the cluster's CPUs and GPUs hold whole trials."""
     import ray
 
+    found = ray.cluster_resources()
+    res = spec.resources
+    fit = max(1, int(found.get("CPU", 1.0) // res.trial_cpu))
+    if res.workers > 1 and res.gpu > 0:
+        fit = max(1, min(fit, int(found.get("GPU", 0.0) // res.trial_gpu)))
     if concurrency:
-        return concurrency
-    return max(1, int(ray.cluster_resources().get("CPU", 1.0) // spec.resources.cpu))
+        return min(concurrency, fit) if res.workers > 1 else concurrency
+    return fit
 
 
 def _searcher(schedule: Schedule, trials_root: Path, cpu: float, gpu: float = 0.0):
@@ -293,8 +323,8 @@ def start_ray(
     capacity = local_capacity()
     cpus, slots = int(capacity["CPU"]), None
     if spec is not None:
-        slots = concurrency or max(1, int(cpus // spec.resources.cpu))
-        cpus = min(cpus, math.ceil(slots * spec.resources.cpu))
+        slots = concurrency or max(1, int(cpus // spec.resources.trial_cpu))
+        cpus = min(cpus, math.ceil(slots * spec.resources.trial_cpu))
     ray.init(
         num_cpus=cpus, num_gpus=int(capacity["GPU"]),
         include_dashboard=False, log_to_driver=False, logging_level="WARNING",
@@ -368,7 +398,7 @@ def launch(
 
     _trial_actors_take_idle_workers()
     if address:
-        check_resources(spec, cluster_capacity(), f"the cluster at {address}")
+        check_resources(spec, cluster_capacity(), f"the cluster at {address}", cluster_total())
     trials_root = study_dir / "trials"
     existing = record.trial_runs()
     run_ids = {
@@ -378,8 +408,14 @@ def launch(
     def new_run(payload: dict) -> str:
         return record.ensure_trial_run(TrialPlan.from_payload(payload), parent_id, spec.sha)
 
-    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
     concurrency = max_concurrent or spec.max_concurrent
+    resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
+    if spec.resources.workers > 1:
+        # The Tune trial only drives its Ray Train run, whose workers hold the resources (W ×
+        # the per-worker ask): the trial holds none itself (one byte of memory, as Tune needs a
+        # non-empty request), and Tune runs no more trials at once than the cluster holds.
+        resources = {"cpu": 0, "gpu": 0, "memory": 1}
+        concurrency = _slots(spec, concurrency)
     recorder = _recorder_class()(record, run_ids, new_run)
     progress = StudyProgress(
         spec.study, schedule.total, schedule.done, _slots(spec, concurrency),

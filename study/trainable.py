@@ -5,12 +5,21 @@ route to the tracking server. Checkpoints go to Ray through ``tune.Checkpoint`` 
 kept in the study's own trial folder, so a trial resumes from its last evaluation both when Ray
 retries it after a worker dies (``tune.get_checkpoint()``) and when a new driver re-runs the
 study after the old one died (the trial folder).
+
+A trial with ``workers`` W > 1 runs as W data-parallel workers through Ray Train's
+``TorchTrainer``, started from inside the Tune trial (Ray Train V2's way to tune distributed
+runs): gloo on CPUs, NCCL on GPUs, each worker holding the study's per-worker ``cpu``/``gpu``.
+Every worker runs ``run_trial``; rank 0's reports reach Tune through ``TuneReportCallback``,
+its checkpoints go to the trial folder, and a retried trial resumes every worker from there.
+A worker that dies fails the Ray Train run and with it the Tune trial, which Tune retries
+(``max_failures``): one retry mechanism for every W.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +29,7 @@ from study import EVIDENCE_KEY
 from trainables.config import TrialConfig
 from trainables.train import LocalReporter, claim_share, run_trial
 
-PID_FILE = "worker.pid"
+PID_FILE = "worker.pid"  # W = 1; rank r of a data-parallel trial writes worker{r}.pid
 
 
 class TuneReporter:
@@ -59,12 +68,15 @@ def run_study_trial(payload: dict[str, Any]) -> None:
     """Tune's function trainable.
 
     ``payload["plan"]`` is a design's trial (``TrialPlan.payload()``: ``key``, ``trial`` with
-    every TrialConfig field, …) plus ``trial_dir``, ``cpu`` and ``gpu``, for fixed and adaptive
-    designs alike.
+    every TrialConfig field, …) plus ``trial_dir``, ``cpu`` and ``gpu`` (per worker), for fixed
+    and adaptive designs alike.
     """
     plan = payload["plan"]
     trial_dir = Path(plan["trial_dir"])
     trial_dir.mkdir(parents=True, exist_ok=True)
+    if plan["trial"].get("workers", 1) > 1:
+        _run_data_parallel(plan)  # the workers' last report is the trial's final one
+        return
     (trial_dir / PID_FILE).write_text(str(os.getpid()))
     # CPU threads capped to the trial's share, and GPU memory to its fraction when trials share
     # a GPU (resources.gpu below 1), so trials on one machine do not starve each other
@@ -72,9 +84,95 @@ def run_study_trial(payload: dict[str, Any]) -> None:
     config = TrialConfig(**plan["trial"])
     reporter = TuneReporter(trial_dir)
     result = run_trial(config, reporter)
+    tune.report(final_report(result, reporter.node_id))
+
+
+def final_report(result: dict[str, Any], node_id: str) -> dict[str, Any]:
+    """A trial's last report: its numeric results, ``final``, its status and the evidence.
+
+    The evidence (tables, the source-return panel) travels to the driver, which alone writes
+    to MLflow, as one JSON text: Tune flattens nested results."""
     summary = {k: v for k, v in result.items() if isinstance(v, int | float)}
-    # the evidence (tables, the source-return panel) travels to the driver, which alone writes
-    # to MLflow, as one JSON text: Tune flattens nested results
     evidence = json.dumps(result.get("evidence") or {})
-    tune.report({**summary, "final": 1, "trial_status": result["status"],
-                 "node_id": reporter.node_id, EVIDENCE_KEY: evidence})  # fmt: skip
+    return {**summary, "final": 1, "trial_status": result["status"], "node_id": node_id,
+            EVIDENCE_KEY: evidence}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# several workers: Ray Train inside the Tune trial
+# ---------------------------------------------------------------------------------------------
+class TrainReporter:
+    """Rank ``rank``'s reporter in a data-parallel trial run by Ray Train.
+
+    ``ray.train.report`` is a barrier every worker must reach as often as the others, so every
+    rank reports at the same points (``run_trial`` gives the other ranks empty reports); Ray
+    Train hands rank 0's metrics to Tune (``TuneReportCallback``). Rank 0 alone keeps the
+    checkpoints, in the study's trial folder, and finds the one to resume from there."""
+
+    def __init__(self, trial_dir: str | Path, rank: int) -> None:
+        self.rank = rank
+        self.local = LocalReporter(trial_dir, keep=2) if rank == 0 else None
+        self.node_id = _node_id()
+
+    def report(
+        self, metrics: dict[str, float], *, step: int, checkpoint_dir: str | None = None
+    ) -> None:
+        from ray import train
+
+        if self.local is None:
+            train.report({})
+            return
+        self.local.report(metrics, step=step, checkpoint_dir=checkpoint_dir)
+        train.report({**metrics, "examples_seen": step, "node_id": self.node_id})
+
+    def latest_checkpoint(self) -> str | None:
+        return self.local.latest_checkpoint() if self.local is not None else None
+
+
+def _run_data_parallel(plan: dict[str, Any]) -> None:
+    """Run the trial as ``workers`` Ray Train workers from inside this Tune trial; raises
+    when the Ray Train run fails (a worker died), so that Tune retries the trial."""
+    from ray import train
+    from ray.train.torch import TorchConfig, TorchTrainer
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    workers, cpu, gpu = plan["trial"]["workers"], plan.get("cpu", 1), plan.get("gpu", 0.0)
+    per_worker = {"CPU": cpu} | ({"GPU": gpu} if gpu else {})
+    trainer = TorchTrainer(
+        _data_parallel_worker,
+        train_loop_config={"plan": plan},
+        scaling_config=train.ScalingConfig(
+            num_workers=workers, use_gpu=gpu > 0, resources_per_worker=per_worker
+        ),
+        torch_config=TorchConfig(backend="nccl" if gpu > 0 else "gloo"),
+        run_config=train.RunConfig(
+            name=f"{plan['key']}-{time.strftime('%Y%m%d-%H%M%S')}",
+            storage_path=str(Path(plan["trial_dir"]) / "ray-train"),
+            callbacks=[TuneReportCallback()],
+            # Tune retries the whole trial (its max_failures), resuming from the trial folder
+            failure_config=train.FailureConfig(max_failures=0),
+        ),
+    )
+    trainer.fit()
+
+
+def _data_parallel_worker(loop_config: dict[str, Any]) -> None:
+    """One Ray Train worker: ``run_trial`` as rank r of W, inside the process group Ray Train
+    set up; the last report, on every rank, is the trial's final one."""
+    import torch
+    from ray import train
+
+    plan = loop_config["plan"]
+    rank = train.get_context().get_world_rank()
+    trial_dir = Path(plan["trial_dir"])
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    (trial_dir / f"worker{rank}.pid").write_text(str(os.getpid()))
+    gpu = plan.get("gpu", 0.0)
+    claim_share(plan.get("cpu", 1), gpu)
+    if gpu > 0:  # this worker's own device is the current one (NCCL: one device per rank)
+        from ray.train.torch import get_device
+
+        torch.cuda.set_device(get_device())
+    reporter = TrainReporter(trial_dir, rank)
+    result = run_trial(TrialConfig(**plan["trial"]), reporter)
+    train.report(final_report(result, reporter.node_id) if rank == 0 else {})

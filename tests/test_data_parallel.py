@@ -92,7 +92,8 @@ def _run_worker(config: dict, root: Path | None, stop_after: int | None = None):
                 raise StopAfterCheckpointsError  # on every rank alike, as a killed trial
 
         setattr_(train_module._Trial, "evaluate_and_report", stopping)
-    # Only rank 0's reporter reports; the other ranks get one too and must leave it empty.
+    # Rank 0's reporter gets the metrics; the other ranks get one too, and an empty report at
+    # each of rank 0's reports (Ray Train's report is a barrier every rank must reach).
     reporter = LocalReporter(root if dist.get_rank() == 0 else None, keep=10)
     try:
         result = run_trial(config, reporter)
@@ -202,11 +203,12 @@ def test_all_negatives_on_two_workers_equal_one_worker(two_workers, one_worker):
         assert got["result"]["status"] == "finished"
         assert got["result"]["examples_seen"] == result["examples_seen"] == BATCH * STEPS
         assert got["result"]["loss/candidates"] == 2 * BATCH - 2
-    # rank 0 reports every evaluation, at the same examples seen; the other rank none
+    # rank 0 reports every evaluation, at the same examples seen; the other rank an empty
+    # report at each of those points, none more
     assert [s for s, _ in runs[0]["all"]["history"]] == [s for s, _ in history]
     for (_, got), (_, want) in zip(runs[0]["all"]["history"], history, strict=True):
         _assert_metrics_close(got, want, 1e-4)
-    assert runs[1]["all"]["history"] == []
+    assert runs[1]["all"]["history"] == [(s, {}) for s, _ in history]
     assert TrialConfig(**CONFIG, workers=WORLD).negatives_per_anchor == 2 * BATCH - 2
 
 

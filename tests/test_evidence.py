@@ -17,6 +17,7 @@ from analysis.evidence import (
     GateItem,
     Table,
     candidate_table,
+    effective_candidates,
     evidence_card,
     gpu_hours,
     release_gate,
@@ -172,8 +173,40 @@ def test_gate_11_reproducibility_record():
 # ---- tables and numbers
 def test_candidate_table():
     table = candidate_table(frame())
-    assert table.rows == (("64", "126", "126", "2"), ("256", "510", "510", "2"))
+    assert table.rows == (
+        ("64", "1", "all", "126", "126", "2"), ("256", "1", "all", "510", "510", "2"),
+    )  # fmt: skip
     assert candidate_table(frame().drop(columns=["batch_size"])).rows == ()
+
+
+# B = 64 and 256 over W = 2 workers: all gathers every worker's views (2B - 2), local keeps the
+# worker's own B / W sources (2 · 32 - 2 = 62, 2 · 128 - 2 = 254)
+SPLIT = {"workers": 2, "negatives": ["all", "all", "local", "local"],
+         "loss/candidates": [126.0, 510.0, 62.0, 254.0],
+         "derived.negatives_per_anchor": [126, 510, 62, 254]}  # fmt: skip
+
+
+def test_candidate_table_across_workers():
+    table = candidate_table(frame(**SPLIT))
+    assert table.rows == (
+        ("64", "2", "all", "126", "126", "1"), ("64", "2", "local", "62", "62", "1"),
+        ("256", "2", "all", "510", "510", "1"), ("256", "2", "local", "254", "254", "1"),
+    )  # fmt: skip
+    assert "Measured across devices" in effective_candidates(frame(**SPLIT), {}).caption
+    assert "One worker per trial" in effective_candidates(frame(), {}).caption
+
+
+def test_gate_2_measured_across_devices():
+    item = gate(frame(**SPLIT), 2)
+    assert item.status == "pass"
+    assert "B=64, W=2, negatives local: 62" in item.evidence
+    assert "measured across devices" in item.evidence
+    assert "no cross-device gather" in gate(frame(), 2).evidence
+    # a recorded count the pool cannot hold (local over 2 workers logging the global 2B - 2)
+    wrong = SPLIT | {"loss/candidates": [126.0, 510.0, 126.0, 254.0]}
+    item = gate(frame(**wrong), 2)
+    assert item.status == "fail"
+    assert "recorded 126, expected 62" in item.evidence
 
 
 def test_temperature_table():
@@ -194,6 +227,11 @@ def test_cost_numbers():
     cpu = frame(resources={"cpu": 1.0, "gpu": 0.0})
     assert gpu_hours(cpu) == 0.0 and "0 (CPU-only" in evidence_card(cpu).sections["Cost"]
     assert gpu_hours(frame(resources={})) is None
+    # data-parallel: 4 workers of 1 GPU each hold 4 GPUs for each trial's 14400 s in all
+    four = frame(resources={"workers": 4, "cpu": 2.0, "gpu": 1.0})
+    assert gpu_hours(four) == pytest.approx(16.0)
+    assert "(Σ wall_s × 4 workers × 1 GPU / 3600)" in evidence_card(four).sections["Cost"]
+    assert "(cpu and gpu per worker)" in evidence_card(four).sections["Cost"]
     assert "GPU hours: not measured" in evidence_card(frame(resources={})).sections["Cost"]
     uneven = evidence_card(frame(examples_seen=[30720.0, 30720.0, 30000.0, 30720.0]))
     assert "FLAG" in uneven.sections["Cost"]
@@ -215,7 +253,8 @@ def test_json_round_trip():
     assert json.loads(json.dumps(data, allow_nan=False)) == data
     assert list(data["sections"]) == list(SECTION_TITLES)
     assert data["study"] == "unit" and data["n_trials"] == 4 and len(data["gate"]) == 12
-    assert data["sections"]["Effective candidates"]["rows"][0] == ["64", "126", "126", "2"]
+    first = data["sections"]["Effective candidates"]["rows"][0]
+    assert first == ["64", "1", "all", "126", "126", "2"]
 
 
 def test_card_survives_failed_single_and_bare_frames():

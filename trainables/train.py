@@ -31,9 +31,9 @@ under DistributedDataParallel (gradients averaged over ranks; BatchNorm becomes 
 with ``sync_bn``); with ``negatives: all`` the loss contrasts every rank's views, gathered with
 their gradients (:func:`trainables.objectives.all_gather_with_grad`), so the step equals the
 single-process step; with ``local`` each rank contrasts its own B / W sources. The logged loss is
-the mean over ranks. Rank 0 alone evaluates, reports and writes checkpoints (holding every rank's
-RNG state); on resume rank 0 reads the checkpoint and hands it to every rank. Every rank returns
-rank 0's result.
+the mean over ranks. Rank 0 alone evaluates, reports metrics and writes checkpoints (holding every
+rank's RNG state; the other ranks' reporters get empty reports at the same points); on resume
+rank 0 reads the checkpoint and hands it to every rank. Every rank returns rank 0's result.
 """
 
 from __future__ import annotations
@@ -491,6 +491,7 @@ class _Trial:
 
     rank, world = 0, 1  # this process's rank among the trial's W data-parallel workers
     gather: Gather | None = None  # the loss's gather across workers (negatives: all, W > 1)
+    resumed_from = 0  # examples seen at the checkpoint this attempt resumed from (0: fresh)
 
     def __init__(self, config: TrialConfig, reporter: Reporter | None) -> None:
         self.wall0 = time.perf_counter()  # wall_s counts setup (data load, model build) too
@@ -625,7 +626,8 @@ class _Trial:
 
         With several workers every rank calls this at the same step: rank 0 evaluates, every
         rank learns its status (collapsed or not), rank 0 gathers their RNG states and writes
-        and reports the checkpoint; the other ranks report nothing."""
+        and reports the checkpoint; the other ranks' reporters get an empty report (:meth:`send`).
+        """
         if self.rank == 0:
             metrics = self.evaluate(final)
         else:
@@ -635,10 +637,11 @@ class _Trial:
         save = checkpoint and self.status == "finished"  # the same on every rank
         rngs = self.worker_rngs() if save else None  # every rank takes part
         if self.rank != 0 or self.reporter is None:
+            self.send({})
             return
         seen = self.step * self.config.batch_size
         if not save:
-            self.reporter.report(metrics, step=seen)
+            self.send(metrics)
             return
         t0 = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as tmp:
@@ -677,8 +680,17 @@ class _Trial:
         self.status = "diverged"
         self.step = step
         self.last_metrics |= self.train_metrics() | {"train/loss": math.nan}
-        if self.reporter is not None and self.rank == 0:
-            self.reporter.report(self.last_metrics, step=self.step * self.config.batch_size)
+        self.send(self.last_metrics)
+
+    def send(self, metrics: dict[str, float]) -> None:
+        """Hand ``metrics`` (without a checkpoint) to the reporter. With several workers every
+        rank calls this at the same points: rank 0's reporter gets the metrics, the others' an
+        empty report, so a reporter whose report is a barrier every worker must reach (Ray
+        Train's) sees the same number of reports on every rank."""
+        if self.reporter is None:
+            return
+        seen = self.step * self.config.batch_size
+        self.reporter.report(metrics if self.rank == 0 else {}, step=seen)
 
     # -- the loop --
     def train_step(self, v1: Tensor, v2: Tensor, groups: Tensor | None) -> None:
@@ -750,10 +762,11 @@ class _Trial:
         resume = self.resume_state()
         if resume is not None:
             self.load(resume)
+            self.resumed_from = self.step * self.config.batch_size
             # Report the checkpoint's own evaluation again: a reporter that died before
             # recording it gets it now; one that has it already skips the replayed step.
-            if self.last_metrics and self.reporter is not None and self.rank == 0:
-                self.reporter.report(self.last_metrics, step=self.step * self.config.batch_size)
+            if self.last_metrics:  # every rank loaded rank 0's checkpoint, metrics included
+                self.send(self.last_metrics)
         elif 0 in self.config.eval_steps:
             self.evaluate_and_report(checkpoint=False)
         marks = set(self.config.eval_steps)
@@ -809,6 +822,7 @@ class _Trial:
             "status": self.status,
             "examples_seen": self.step * self.config.batch_size,
             "steps": self.step,
+            "resumed_from": self.resumed_from,
             "wall_s": wall_s,
             **{f"time/{k}": v for k, v in self.times.items()},
             "evidence": self.evidence,
@@ -840,7 +854,7 @@ def final_metrics(config: TrialConfig) -> tuple[str, ...]:
     times = tuple(f"time/{k}" for k in TIMES)
     return (
         *evaluation_metrics(config), *evidence_metrics(config),
-        "examples_seen", "steps", "wall_s", *times,
+        "examples_seen", "steps", "resumed_from", "wall_s", *times,
     )  # fmt: skip
 
 
@@ -852,8 +866,10 @@ def run_trial(
     With ``config.workers`` W > 1 this is one worker of a data-parallel trial: call it in each
     of W processes, inside an initialised ``torch.distributed`` default process group of exactly
     W ranks (any backend; gloo on the CPU, NCCL with one GPU per rank, each rank's device
-    current). Rank 0's reporter alone is used (reports, checkpoints, the checkpoint to resume
-    from); the others may be None. Every rank returns rank 0's result.
+    current). Rank 0's reporter gets the metrics, the checkpoints and is asked for the
+    checkpoint to resume from; the others may be None, or get an empty report at each of rank
+    0's reports (a reporter whose report is a barrier, as Ray Train's is). Every rank returns
+    rank 0's result.
 
     Args:
         config: a :class:`TrialConfig` or a mapping of its fields (unknown keys raise).
@@ -862,7 +878,9 @@ def run_trial(
 
     Returns:
         The last evaluation's metrics plus ``status`` (finished | diverged | collapsed),
-        ``examples_seen``, ``steps``, ``wall_s`` (this process's wall time), ``time/*``
+        ``examples_seen``, ``steps``, ``resumed_from`` (examples seen at the checkpoint this
+        attempt resumed from; 0 when it started fresh), ``wall_s`` (this process's wall
+        time), ``time/*``
         (training-step, evaluation, data, checkpoint, compile and evidence seconds, cumulative
         across resumes; on CUDA the views are augmented in the training stream, so their device
         time is in ``train_s``, and the first compiled step, compiling included, is
