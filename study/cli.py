@@ -187,7 +187,11 @@ def run(
     ] = None,
     tracking_uri: TrackingUri = None,
     storage: Annotated[
-        Path | None, typer.Option(help="where trials, checkpoints and results go")
+        str | None,
+        typer.Option(
+            help="where trials, checkpoints, results and the report go: a folder (default "
+            "studies) or a URI every node reaches (s3://bucket/prefix, gs://…)"
+        ),
     ] = None,
     max_concurrent: Annotated[
         int | None, typer.Option(help="trials at once (default: as resources allow)")
@@ -272,7 +276,7 @@ def export(
 def report(
     name: Annotated[str | None, typer.Argument(help="study name (read from MLflow)")] = None,
     results: Annotated[
-        Path | None, typer.Option(help="a results .parquet instead of MLflow")
+        str | None, typer.Option(help="a results .parquet (a path or a URI) instead of MLflow")
     ] = None,
     out: Annotated[
         Path | None, typer.Option(help="output folder (default studies/<study>/report)")

@@ -390,7 +390,7 @@ def _report_line(experiment_id: str, parent_id: str | None, local: str | Path | 
     stamp = time.strftime("%Y-%m-%d %H:%M")
     return (
         f"{REPORT_LINE} [{REPORT_ARTIFACT}]({link}) in the parent run's artifacts "
-        f"(written {stamp}); local copy `{local}`"
+        f"(written {stamp}); stored copy `{local}`"
     )
 
 
@@ -524,7 +524,9 @@ class StudyRecord:
         experiment = self.client.get_experiment_by_name(study)
         if experiment is None:
             location = None
-            if artifact_root is not None:
+            if artifact_root is not None and "://" in str(artifact_root):
+                location = str(artifact_root).rstrip("/")  # a bucket: s3://…/mlartifacts
+            elif artifact_root is not None:
                 location = Path(artifact_root).resolve().as_uri()
             self.experiment_id = self.client.create_experiment(
                 study, artifact_location=location, tags={KIND_TAG: KIND}
@@ -622,9 +624,13 @@ class StudyRecord:
 
     def point_to_report(self, parent_id: str, local: str | Path | None = None) -> None:
         """Point the experiment's description at the report just attached to ``parent_id``
-        (``report/report.html``), and at its local copy when there is one."""
+        (``report/report.html``), and at its stored copy when there is one (a local path, or
+        a URI in the study's bucket)."""
         note = self.client.get_experiment(self.experiment_id).tags.get(MLFLOW_RUN_NOTE, "")
-        local = Path(local).resolve() if local is not None else "not kept"
+        if local is None:
+            local = "not kept"
+        elif "://" not in str(local):
+            local = Path(local).resolve()
         line = _report_line(self.experiment_id, parent_id, local)
         self.client.set_experiment_tag(
             self.experiment_id, MLFLOW_RUN_NOTE, _replace_line(note, REPORT_LINE, line)

@@ -24,12 +24,15 @@ def make_report(
     out: str | Path | None,
     *,
     tracking_uri: str,
+    stored_as: str | None = None,
 ) -> tuple[dict[str, Any], Path]:
     """Analyse a study from its record and/or a results Parquet, and write the report.
 
     When the tracking store holds the study, the report folder is attached to its parent run
     under ``report/``, the parent's description becomes the findings (:func:`parent_note`) and
-    the experiment's description points at the report. Returns (the JSON summary, the folder).
+    the experiment's description points at the report (and at ``stored_as``, where the report
+    is kept once written: the study's storage; the folder itself when None). Returns (the JSON
+    summary, the folder). ``results`` may be a path or a URI pyarrow reads.
     """
     # A results file, when given, is the table (the study just wrote it, or the user has it);
     # the record, when there is one, adds the histories and receives the report.
@@ -49,7 +52,7 @@ def make_report(
     if parent is not None:
         record.client.log_artifacts(parent.info.run_id, str(folder), "report")
         record.set_parent_note(parent.info.run_id, parent_note(analysis.headline, parent))
-        record.point_to_report(parent.info.run_id, folder / "report.html")
+        record.point_to_report(parent.info.run_id, stored_as or folder / "report.html")
     return analysis.to_json(), folder
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,9 +41,12 @@ from study.record import (
     ui_url,
     view_link,
 )
+from study.storage import Storage, check_writable, open_storage
 from trainables.data import check_data
 
 RESULTS_FILE = "results.parquet"
+LOCK_FILE = "driver.lock"
+REPORT_DIR = "report"
 TRIAL_MODULE = "study.trainable"  # what a trial's worker imports (torch, the trainables)
 _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")  # a user's own setting wins
 
@@ -57,7 +61,7 @@ class StudyOutcome:
     name: str
     tracking_uri: str
     parent_run_id: str
-    results: Path
+    results: str  # results.parquet in the study's storage: an absolute path or a URI
     counts: dict[str, int]
     launched: int
     wall_s: float
@@ -160,23 +164,47 @@ def preflight(
     return check_store(tracking_uri, spec.study, spec)
 
 
-class DriverLock:
-    """One driver per study at a time; a lock left by a dead process on this host is taken over."""
+def checked_storage(where: str | Path | None) -> Storage:
+    """``--storage`` opened (a URI through pyarrow, a plain path as a local folder, default
+    ``studies``) and checked: an object is written, read back and deleted under it.
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    Raises:
+        StudyError: naming ``--storage`` and the URI, with pyarrow's reason.
+    """
+    try:
+        storage = open_storage(where)
+    except ValueError as err:
+        raise StudyError(f"--storage {err}") from None
+    try:
+        check_writable(storage)
+    except OSError as err:
+        raise StudyError(
+            f"--storage {storage.uri}: cannot write there (a study keeps its checkpoints, results "
+            f"and report in it): {err}"
+        ) from None
+    return storage
+
+
+class DriverLock:
+    """One driver per study at a time: ``driver.lock`` in the study's storage holds the driver's
+    host and pid; a lock left by a dead process on this host is taken over."""
+
+    def __init__(self, study: Storage) -> None:
+        self.study = study
 
     def __enter__(self) -> DriverLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists():
-            host, _, pid = self.path.read_text().partition(":")
+        if self.study.exists(LOCK_FILE):
+            host, _, pid = self.study.read_text(LOCK_FILE).partition(":")
             if host == socket.gethostname() and pid.isdigit() and _alive(int(pid)):
-                raise StudyError(f"study is already running (driver pid {pid}, lock {self.path})")
-        self.path.write_text(f"{socket.gethostname()}:{os.getpid()}")
+                raise StudyError(
+                    f"study is already running (driver pid {pid}, lock "
+                    f"{self.study.uri_of(LOCK_FILE)})"
+                )
+        self.study.write_text(f"{socket.gethostname()}:{os.getpid()}", LOCK_FILE)
         return self
 
     def __exit__(self, *exc) -> None:
-        self.path.unlink(missing_ok=True)
+        self.study.delete(LOCK_FILE)
 
 
 def _alive(pid: int) -> bool:
@@ -258,7 +286,7 @@ def _slots(spec: StudySpec, concurrency: int | None) -> int:
     return fit
 
 
-def _searcher(schedule: Schedule, trials_root: Path, cpu: float, gpu: float = 0.0):
+def _searcher(schedule: Schedule, trials: Storage, cpu: float, gpu: float = 0.0):
     """Ray Tune's view of a design's schedule: each suggestion is the schedule's next trial,
     each completed trial's last result goes back to it (adaptive designs learn from it)."""
     from ray.tune.search import Searcher
@@ -277,7 +305,7 @@ def _searcher(schedule: Schedule, trials_root: Path, cpu: float, gpu: float = 0.
                 return Searcher.FINISHED
             self.keys[trial_id] = plan.key
             share = {"cpu": cpu, "gpu": gpu}  # what the trial holds itself to (claim_share)
-            payload = plan.payload() | {"trial_dir": str(trials_root / plan.key), **share}
+            payload = plan.payload() | {"trial_uri": trials.uri_of(plan.key), **share}
             return {"plan": payload}
 
         def on_trial_complete(self, trial_id: str, result=None, error: bool = False) -> None:
@@ -381,7 +409,7 @@ def launch(
     record: StudyRecord,
     parent_id: str,
     *,
-    study_dir: Path,
+    study: Storage,
     address: str | None,
     max_concurrent: int | None,
     quiet: bool,
@@ -399,7 +427,7 @@ def launch(
     _trial_actors_take_idle_workers()
     if address:
         check_resources(spec, cluster_capacity(), f"the cluster at {address}", cluster_total())
-    trials_root = study_dir / "trials"
+    trials = study.sub("trials")
     existing = record.trial_runs()
     run_ids = {
         p.key: record.ensure_trial_run(p, parent_id, spec.sha, existing) for p in schedule.known
@@ -428,7 +456,7 @@ def launch(
     tuner = tune.Tuner(
         tune.with_resources(run_study_trial, resources),
         tune_config=tune.TuneConfig(
-            search_alg=_searcher(schedule, trials_root, spec.resources.cpu, spec.resources.gpu),
+            search_alg=_searcher(schedule, trials, spec.resources.cpu, spec.resources.gpu),
             num_samples=schedule.remaining,
             max_concurrent_trials=concurrency,
             reuse_actors=True,
@@ -437,9 +465,9 @@ def launch(
         ),
         run_config=tune.RunConfig(
             name=f"{spec.study}-{time.strftime('%Y%m%d-%H%M%S')}",
-            storage_path=str(study_dir / "ray"),
+            storage_path=study.path("ray"),
+            storage_filesystem=study.fs,
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
             callbacks=[recorder] if quiet else [recorder, view],
             verbose=0,
         ),
@@ -455,19 +483,23 @@ def launch(
 
 
 def _report(
-    record: StudyRecord, results: Path, tracking_uri: str, folder: Path
+    record: StudyRecord, results: Path, tracking_uri: str, folder: Path, study: Storage
 ) -> list[str] | None:
-    """The analysis report of a finished study; returns its headline's terminal lines, or None
-    when it failed (said, with the command that writes it again): that never loses the record."""
+    """The analysis report of a finished study, written to ``folder``; returns its headline's
+    terminal lines, or None when it failed (said, with the command that writes it again): that
+    never loses the record."""
     from study.reporting import make_report
 
     try:
-        summary, _ = make_report(record, results, folder, tracking_uri=tracking_uri)
+        stored_as = study.uri_of(REPORT_DIR, "report.html")
+        summary, _ = make_report(
+            record, results, folder, tracking_uri=tracking_uri, stored_as=stored_as
+        )
         return list(summary["headline"]["lines"])
     except Exception as err:  # the study itself is complete and recorded
         again = shell_command(
-            tool("study"), "report", "--results", str(results), "--out", str(folder),
-            "--tracking-uri", tracking_uri,
+            tool("study"), "report", "--results", study.uri_of(RESULTS_FILE), "--out",
+            REPORT_DIR, "--tracking-uri", tracking_uri,
         )  # fmt: skip
         print(
             f"report not written: {type(err).__name__}: {err}\n"
@@ -503,12 +535,12 @@ def run_study(
         spec = smoke_spec(spec)
     design = build_design(spec)
     tracking_uri = tracking_uri or default_tracking_uri()
-    storage = Path(storage or "studies").resolve()
     recorded = preflight(spec, design, tracking_uri, address)
-    study_dir = storage / spec.study
+    storage = checked_storage(storage)
+    study = storage.sub(spec.study)
     rerun = _rerun_command(spec_path, smoke, tracking_uri, storage)
-    with DriverLock(study_dir / "driver.lock"):
-        artifacts = storage / "mlartifacts" if tracking_uri.startswith("sqlite") else None
+    with DriverLock(study):
+        artifacts = storage.uri_of("mlartifacts") if tracking_uri.startswith("sqlite") else None
         with DriverRay(address, spec, max_concurrent or spec.max_concurrent) as ray_here:
             with ThreadPoolExecutor(1, thread_name_prefix="study-record") as pool:
                 opening = pool.submit(
@@ -518,14 +550,14 @@ def run_study(
                     ray_here.start()
                 record, parent_id = opening.result()
             schedule, trial_s = _run_trials(
-                spec, design, record, parent_id, ray_here, study_dir=study_dir,
+                spec, design, record, parent_id, ray_here, study=study,
                 max_concurrent=max_concurrent, quiet=quiet, tracking_uri=tracking_uri,
                 rerun=rerun,
             )  # fmt: skip
             # Ray shuts down while the results are exported and the report is drawn.
             with ThreadPoolExecutor(1, thread_name_prefix="study-report") as pool:
                 finishing = pool.submit(
-                    _export_and_report, record, parent_id, study_dir, spec, tracking_uri, rerun
+                    _export_and_report, record, parent_id, study, spec, tracking_uri, rerun
                 )
                 ray_here.stop()
                 results, findings = finishing.result()
@@ -537,12 +569,12 @@ def run_study(
         time.perf_counter() - t0, record.logging_s, trial_s,
     )  # fmt: skip
     if not quiet:
-        _print_ending(outcome, findings, study_dir / "report" / "report.html", record, spec)
+        _print_ending(outcome, findings, study.uri_of(REPORT_DIR, "report.html"), record, spec)
     return outcome
 
 
 def _print_ending(
-    outcome: StudyOutcome, findings: list[str] | None, report: Path, record: StudyRecord,
+    outcome: StudyOutcome, findings: list[str] | None, report: str, record: StudyRecord,
     spec: StudySpec,
 ) -> None:  # fmt: skip
     """What ``study run`` says last: the findings (at most six lines: the headline of the
@@ -559,7 +591,7 @@ def _print_ending(
 
 def _run_trials(
     spec: StudySpec, design, record: StudyRecord, parent_id: str, ray_here: DriverRay, *,
-    study_dir: Path, max_concurrent: int | None, quiet: bool, tracking_uri: str, rerun: str,
+    study: Storage, max_concurrent: int | None, quiet: bool, tracking_uri: str, rerun: str,
 ) -> tuple[Schedule, float]:  # fmt: skip
     """Run the trials the record lacks; returns the schedule and the trials' summed wall time.
     A failure ends every unfinished run of the study."""
@@ -569,7 +601,7 @@ def _run_trials(
         if schedule.remaining:
             ray_here.start()
             trial_s = launch(
-                spec, schedule, record, parent_id, study_dir=study_dir, address=ray_here.address,
+                spec, schedule, record, parent_id, study=study, address=ray_here.address,
                 max_concurrent=max_concurrent, quiet=quiet,
             )  # fmt: skip
         elif not quiet:
@@ -599,12 +631,26 @@ def _open_record(
 
 
 def _export_and_report(
-    record: StudyRecord, parent_id: str, study_dir: Path, spec: StudySpec, tracking_uri: str,
+    record: StudyRecord, parent_id: str, study: Storage, spec: StudySpec, tracking_uri: str,
     rerun: str,
-) -> tuple[Path, list[str] | None]:  # fmt: skip
-    results = _export(record, parent_id, study_dir / RESULTS_FILE, spec, tracking_uri, rerun)
-    _summarise(record, parent_id, results, spec)
-    return results, _report(record, results, tracking_uri, study_dir / "report")
+) -> tuple[str, list[str] | None]:  # fmt: skip
+    """Export the results and write the report in a local staging folder (the parent run gets
+    both from there), then copy them to the study's storage; returns the results' URI there
+    and the headline's lines (None when the report failed)."""
+    with tempfile.TemporaryDirectory(prefix="study-out-") as staging:
+        local = Path(staging) / RESULTS_FILE
+        _export(record, parent_id, local, study, spec, tracking_uri, rerun)
+        _summarise(record, parent_id, local, spec)
+        findings = _report(record, local, tracking_uri, Path(staging) / REPORT_DIR, study)
+        if findings is not None:
+            _store(study, Path(staging) / REPORT_DIR, REPORT_DIR)
+    return study.uri_of(RESULTS_FILE), findings
+
+
+def _store(study: Storage, local: Path, name: str) -> None:
+    """Replace ``name`` in the study's storage with the local file or folder."""
+    study.delete(name)
+    study.upload(local, name)
 
 
 def _summarise(record: StudyRecord, parent_id: str, results: Path, spec: StudySpec) -> None:
@@ -623,14 +669,14 @@ def _interrupted(err: BaseException) -> bool:
 
 
 def _rerun_command(
-    spec_path: str | Path | None, smoke: bool, tracking_uri: str, storage: Path
+    spec_path: str | Path | None, smoke: bool, tracking_uri: str, storage: Storage
 ) -> str:
     argv = [tool("study"), "run"]
     if spec_path is not None:
         argv.append(str(Path(spec_path).resolve()) if Path(spec_path).exists() else str(spec_path))
     if smoke:
         argv.append("--smoke")
-    argv += ["--tracking-uri", tracking_uri, "--storage", str(storage)]
+    argv += ["--tracking-uri", tracking_uri, "--storage", storage.uri]
     return shell_command(*argv)
 
 
@@ -645,22 +691,25 @@ def _next_steps(spec: StudySpec, tracking_uri: str, rerun: str) -> str:
 
 
 def _export(
-    record: StudyRecord, parent_id: str, out: Path, spec: StudySpec, tracking_uri: str,
-    rerun: str,
-) -> Path:  # fmt: skip
-    """Write the Parquet file and attach it; on failure the parent is ended FAILED, never left
-    RUNNING, the trials stay recorded, and the error says how to export again."""
+    record: StudyRecord, parent_id: str, out: Path, study: Storage, spec: StudySpec,
+    tracking_uri: str, rerun: str,
+) -> None:  # fmt: skip
+    """Write the Parquet file to ``out``, attach it and copy it to the study's storage; on
+    failure the parent is ended FAILED, never left RUNNING, the trials stay recorded, and the
+    error says how to export again."""
     try:
-        results = export_parquet(record, out, spec.sha)
-        record.log_parent_artifact(parent_id, results)
-        return results
+        export_parquet(record, out, spec.sha)
+        record.log_parent_artifact(parent_id, out)
+        _store(study, out, RESULTS_FILE)
     except Exception as err:
         record.end_unfinished(parent_id, "FAILED")
+        target = study.uri_of(RESULTS_FILE)
         export = shell_command(
-            tool("study"), "export", spec.study, "--out", str(out), "--tracking-uri", tracking_uri
-        )
+            tool("study"), "export", spec.study, "--out", RESULTS_FILE, "--tracking-uri",
+            tracking_uri,
+        )  # fmt: skip
         raise StudyFailedError(
-            f"the trials of study {spec.study!r} are recorded, but writing {out} failed: "
+            f"the trials of study {spec.study!r} are recorded, but writing {target} failed: "
             f"{type(err).__name__}: {err}\nNothing logged was lost. Export again with: {export}\n"
             f"or run the study again (it exports and reports without rerunning finished "
             f"trials): {rerun}"

@@ -1,10 +1,10 @@
 """The Ray Tune trainable: one study trial, wrapping ``trainables.run_trial``.
 
 Runs in a Ray worker. It never touches MLflow (the driver records), so a worker node needs no
-route to the tracking server. Checkpoints go to Ray through ``tune.Checkpoint`` and are also
-kept in the study's own trial folder, so a trial resumes from its last evaluation both when Ray
-retries it after a worker dies (``tune.get_checkpoint()``) and when a new driver re-runs the
-study after the old one died (the trial folder).
+route to the tracking server. Checkpoints go to the trial's folder in the study's storage
+(``study.storage``: a local folder or a bucket, whichever ``--storage`` names), so a trial
+resumes from its last evaluation both when Ray retries it after a worker died and when a new
+driver re-runs the study after the old one died, on any node.
 
 A trial with ``workers`` W > 1 runs as W data-parallel workers through Ray Train's
 ``TorchTrainer``, started from inside the Tune trial (Ray Train V2's way to tune distributed
@@ -18,41 +18,35 @@ A worker that dies fails the Ray Train run and with it the Tune trial, which Tun
 from __future__ import annotations
 
 import json
-import os
 import time
-from pathlib import Path
 from typing import Any
 
 from ray import tune
 
 from study import EVIDENCE_KEY
+from study.storage import Storage, StoredCheckpoints, open_storage, write_pid
 from trainables.config import TrialConfig
-from trainables.train import LocalReporter, claim_share, run_trial
+from trainables.train import claim_share, run_trial
 
 PID_FILE = "worker.pid"  # W = 1; rank r of a data-parallel trial writes worker{r}.pid
 
 
 class TuneReporter:
-    """Binds the trial's reporter protocol to Ray Tune and the study's trial folder."""
+    """Binds the trial's reporter protocol to Ray Tune and the trial's stored checkpoints."""
 
-    def __init__(self, trial_dir: str | Path) -> None:
-        self.local = LocalReporter(trial_dir, keep=2)
+    def __init__(self, trial: Storage) -> None:
+        self.checkpoints = StoredCheckpoints(trial, keep=2)
         self.node_id = _node_id()
 
     def report(
         self, metrics: dict[str, float], *, step: int, checkpoint_dir: str | None = None
     ) -> None:
-        self.local.report(metrics, step=step, checkpoint_dir=checkpoint_dir)
-        checkpoint = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
-        tune.report(
-            {**metrics, "examples_seen": step, "node_id": self.node_id}, checkpoint=checkpoint
-        )
+        if checkpoint_dir is not None:  # stored before the evaluation reaches the record
+            self.checkpoints.save(checkpoint_dir, step)
+        tune.report({**metrics, "examples_seen": step, "node_id": self.node_id})
 
     def latest_checkpoint(self) -> str | None:
-        from_ray = tune.get_checkpoint()
-        if from_ray is not None:
-            return from_ray.to_directory()
-        return self.local.latest_checkpoint()
+        return self.checkpoints.latest()
 
 
 def _node_id() -> str:
@@ -68,22 +62,22 @@ def run_study_trial(payload: dict[str, Any]) -> None:
     """Tune's function trainable.
 
     ``payload["plan"]`` is a design's trial (``TrialPlan.payload()``: ``key``, ``trial`` with
-    every TrialConfig field, …) plus ``trial_dir``, ``cpu`` and ``gpu`` (per worker), for fixed
-    and adaptive designs alike.
+    every TrialConfig field, …) plus ``trial_uri`` (its folder in the study's storage: a path or
+    a URI), ``cpu`` and ``gpu`` (per worker), for fixed and adaptive designs alike.
     """
     plan = payload["plan"]
-    trial_dir = Path(plan["trial_dir"])
-    trial_dir.mkdir(parents=True, exist_ok=True)
     if plan["trial"].get("workers", 1) > 1:
         _run_data_parallel(plan)  # the workers' last report is the trial's final one
         return
-    (trial_dir / PID_FILE).write_text(str(os.getpid()))
+    trial = open_storage(plan["trial_uri"])
+    write_pid(trial, PID_FILE)
     # CPU threads capped to the trial's share, and GPU memory to its fraction when trials share
     # a GPU (resources.gpu below 1), so trials on one machine do not starve each other
     claim_share(plan.get("cpu", 1), plan.get("gpu", 0.0))
     config = TrialConfig(**plan["trial"])
-    reporter = TuneReporter(trial_dir)
+    reporter = TuneReporter(trial)
     result = run_trial(config, reporter)
+    reporter.checkpoints.release()
     tune.report(final_report(result, reporter.node_id))
 
 
@@ -107,11 +101,12 @@ class TrainReporter:
     ``ray.train.report`` is a barrier every worker must reach as often as the others, so every
     rank reports at the same points (``run_trial`` gives the other ranks empty reports); Ray
     Train hands rank 0's metrics to Tune (``TuneReportCallback``). Rank 0 alone keeps the
-    checkpoints, in the study's trial folder, and finds the one to resume from there."""
+    checkpoints, in the trial's folder of the study's storage, and finds the one to resume
+    from there."""
 
-    def __init__(self, trial_dir: str | Path, rank: int) -> None:
+    def __init__(self, trial: Storage, rank: int) -> None:
         self.rank = rank
-        self.local = LocalReporter(trial_dir, keep=2) if rank == 0 else None
+        self.checkpoints = StoredCheckpoints(trial, keep=2) if rank == 0 else None
         self.node_id = _node_id()
 
     def report(
@@ -119,14 +114,15 @@ class TrainReporter:
     ) -> None:
         from ray import train
 
-        if self.local is None:
+        if self.checkpoints is None:
             train.report({})
             return
-        self.local.report(metrics, step=step, checkpoint_dir=checkpoint_dir)
+        if checkpoint_dir is not None:
+            self.checkpoints.save(checkpoint_dir, step)
         train.report({**metrics, "examples_seen": step, "node_id": self.node_id})
 
     def latest_checkpoint(self) -> str | None:
-        return self.local.latest_checkpoint() if self.local is not None else None
+        return self.checkpoints.latest() if self.checkpoints is not None else None
 
 
 def _run_data_parallel(plan: dict[str, Any]) -> None:
@@ -137,6 +133,7 @@ def _run_data_parallel(plan: dict[str, Any]) -> None:
     from ray.tune.integration.ray_train import TuneReportCallback
 
     workers, cpu, gpu = plan["trial"]["workers"], plan.get("cpu", 1), plan.get("gpu", 0.0)
+    trial = open_storage(plan["trial_uri"])
     per_worker = {"CPU": cpu} | ({"GPU": gpu} if gpu else {})
     trainer = TorchTrainer(
         _data_parallel_worker,
@@ -147,7 +144,8 @@ def _run_data_parallel(plan: dict[str, Any]) -> None:
         torch_config=TorchConfig(backend="nccl" if gpu > 0 else "gloo"),
         run_config=train.RunConfig(
             name=f"{plan['key']}-{time.strftime('%Y%m%d-%H%M%S')}",
-            storage_path=str(Path(plan["trial_dir"]) / "ray-train"),
+            storage_path=trial.path("ray-train"),
+            storage_filesystem=trial.fs,
             callbacks=[TuneReportCallback()],
             # Tune retries the whole trial (its max_failures), resuming from the trial folder
             failure_config=train.FailureConfig(max_failures=0),
@@ -164,15 +162,16 @@ def _data_parallel_worker(loop_config: dict[str, Any]) -> None:
 
     plan = loop_config["plan"]
     rank = train.get_context().get_world_rank()
-    trial_dir = Path(plan["trial_dir"])
-    trial_dir.mkdir(parents=True, exist_ok=True)
-    (trial_dir / f"worker{rank}.pid").write_text(str(os.getpid()))
+    trial = open_storage(plan["trial_uri"])
+    write_pid(trial, f"worker{rank}.pid")
     gpu = plan.get("gpu", 0.0)
     claim_share(plan.get("cpu", 1), gpu)
     if gpu > 0:  # this worker's own device is the current one (NCCL: one device per rank)
         from ray.train.torch import get_device
 
         torch.cuda.set_device(get_device())
-    reporter = TrainReporter(trial_dir, rank)
+    reporter = TrainReporter(trial, rank)
     result = run_trial(TrialConfig(**plan["trial"]), reporter)
+    if reporter.checkpoints is not None:
+        reporter.checkpoints.release()
     train.report(final_report(result, reporter.node_id) if rank == 0 else {})

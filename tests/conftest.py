@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from s3kit import s3_server  # noqa: F401  (the fixture: a real moto S3 server on 127.0.0.1)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

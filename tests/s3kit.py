@@ -84,6 +84,8 @@ def make_bucket(name: str) -> str:
 
 
 def object_keys(bucket: str, prefix: str = "") -> list[str]:
-    """Every key in ``bucket`` under ``prefix``."""
+    """Every object's key in ``bucket`` under ``prefix``, less the empty folder markers
+    (``a/b/``) that pyarrow's ``create_dir`` writes."""
     pages = s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-    return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+    keys = (o["Key"] for page in pages for o in page.get("Contents", []))
+    return sorted(k for k in keys if not k.endswith("/"))

@@ -42,7 +42,8 @@ def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None
 
 
 def checkpoints(trial_dir: Path) -> list[Path]:
-    return [p for p in trial_dir.glob("checkpoint_*") if p.suffix != ".partial"]
+    """The trial's complete checkpoints (a folder counts once its DONE marker is written)."""
+    return [p for p in trial_dir.glob("checkpoint_*") if (p / "DONE").is_file()]
 
 
 @pytest.mark.slow

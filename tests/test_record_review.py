@@ -105,7 +105,7 @@ def test_the_description_points_at_the_latest_report_and_keeps_pointing(recorded
     eid = record.experiment_id
     link = f"#/experiments/{eid}/runs/{parent}/artifacts/report/report.html"
     assert f"({link}?workflowType=machine_learning)" in line
-    assert f"local copy `{local}`" in line
+    assert f"stored copy `{local}`" in line
     record.start_parent(spec, design, "the study file")  # resumed: the pointer stays
     assert line in _experiment(record).tags[NOTE].splitlines()
 

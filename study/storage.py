@@ -1,0 +1,206 @@
+"""Where a study keeps what every node must see: ``--storage``, a local folder or a bucket.
+
+``--storage`` is a plain path (a folder on this machine, as before) or any URI pyarrow's
+filesystems resolve: ``s3://bucket/prefix``, ``gs://bucket/prefix``, ``hdfs://…``. Everything
+goes through one :class:`Storage`, a pyarrow filesystem and a root in it, whatever the kind:
+Ray Tune's experiment storage, each trial's folder (its checkpoints, which resume depends on),
+``results.parquet``, the report and the driver's lock. There is no second code path for local
+folders. On S3 the AWS SDK's usual settings apply (an instance role on EC2; ``AWS_PROFILE`` or
+keys on a laptop; ``AWS_ENDPOINT_URL`` for an S3-compatible server).
+
+Layout under the root, per study: ``<study>/ray/`` (Tune), ``<study>/trials/<key>/`` (a trial's
+``checkpoint_<examples seen>/`` folders, each complete once its ``DONE`` marker is written, and
+its workers' pid files), ``<study>/results.parquet``, ``<study>/report/``, ``<study>/driver.lock``,
+and ``mlartifacts/`` (MLflow's artifacts with the embedded SQLite store).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DONE = "DONE"  # written last into a checkpoint folder: the checkpoint is complete
+CHECKPOINT = re.compile(r"^checkpoint_(\d+)$")
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_uri(text: str) -> bool:
+    """Whether ``text`` names a filesystem by URI (``s3://…``) rather than a local path."""
+    return bool(SCHEME.match(text)) and not text.startswith("file://")
+
+
+@dataclass(frozen=True)
+class Storage:
+    """A pyarrow filesystem and a root folder in it; ``uri`` is what the user would type to name
+    the root again (an absolute path for a local folder)."""
+
+    uri: str
+    fs: Any  # pyarrow.fs.FileSystem
+    root: str  # the root's path inside ``fs``
+
+    @property
+    def is_local(self) -> bool:
+        return type(self.fs).__name__ == "LocalFileSystem"
+
+    def path(self, *parts: str) -> str:
+        """The path inside ``fs`` of ``parts`` under the root."""
+        return "/".join([self.root.rstrip("/"), *(p.strip("/") for p in parts if p)])
+
+    def uri_of(self, *parts: str) -> str:
+        """``parts`` under the root as a URI (or an absolute path for a local folder)."""
+        return "/".join([self.uri.rstrip("/"), *(p.strip("/") for p in parts if p)])
+
+    def sub(self, *parts: str) -> Storage:
+        """The storage rooted at ``parts`` under this root."""
+        return Storage(self.uri_of(*parts), self.fs, self.path(*parts))
+
+    # -- files --
+    def exists(self, *parts: str) -> bool:
+        from pyarrow.fs import FileType
+
+        return self.fs.get_file_info(self.path(*parts)).type != FileType.NotFound
+
+    def write_text(self, text: str, *parts: str) -> None:
+        target = self.path(*parts)
+        self._parent(target)
+        with self.fs.open_output_stream(target) as out:
+            out.write(text.encode())
+
+    def read_text(self, *parts: str) -> str:
+        with self.fs.open_input_stream(self.path(*parts)) as stream:
+            return stream.read().decode()
+
+    def delete(self, *parts: str) -> None:
+        """Delete a file or a folder (with everything in it); nothing when it is not there."""
+        from pyarrow.fs import FileType
+
+        target = self.path(*parts)
+        kind = self.fs.get_file_info(target).type
+        if kind == FileType.Directory:
+            self.fs.delete_dir(target)
+        elif kind == FileType.File:
+            self.fs.delete_file(target)
+
+    def folders(self, *parts: str) -> list[str]:
+        """Names of the folders directly under ``parts`` (none when it is not there)."""
+        from pyarrow.fs import FileSelector, FileType
+
+        found = self.fs.get_file_info(FileSelector(self.path(*parts), allow_not_found=True))
+        return sorted(i.base_name for i in found if i.type == FileType.Directory)
+
+    def upload(self, local: str | Path, *parts: str) -> None:
+        """Copy a local file or folder (recursively) to ``parts`` under the root."""
+        from pyarrow.fs import LocalFileSystem, copy_files
+
+        local = Path(local).resolve()
+        target = self.path(*parts)
+        if local.is_dir():
+            self.fs.create_dir(target, recursive=True)
+        else:
+            self._parent(target)
+        copy_files(str(local), target, LocalFileSystem(), self.fs)
+
+    def download(self, local: str | Path, *parts: str) -> Path:
+        """Copy ``parts`` under the root (a file or a folder) to the local path ``local``."""
+        from pyarrow.fs import LocalFileSystem, copy_files
+
+        local = Path(local)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        copy_files(self.path(*parts), str(local), self.fs, LocalFileSystem())
+        return local
+
+    def _parent(self, target: str) -> None:
+        parent = target.rsplit("/", 1)[0]
+        if parent and parent != target:
+            self.fs.create_dir(parent, recursive=True)
+
+
+def open_storage(where: str | Path | None) -> Storage:
+    """``--storage`` as a :class:`Storage`: a URI through pyarrow, a plain path (default
+    ``studies``) as an absolute local folder.
+
+    Raises:
+        ValueError: pyarrow does not know the URI's filesystem (naming the URI).
+    """
+    from pyarrow.fs import FileSystem, LocalFileSystem
+
+    text = str(where) if where is not None else "studies"
+    if not is_uri(text):
+        root = str(Path(text.removeprefix("file://")).expanduser().resolve())
+        return Storage(root, LocalFileSystem(), root)
+    try:
+        fs, root = FileSystem.from_uri(text)
+    except Exception as err:  # pyarrow's ArrowInvalid / OSError, with its own words
+        raise ValueError(f"{text}: not a filesystem pyarrow can open ({err})") from None
+    return Storage(text.split("?", 1)[0].rstrip("/"), fs, root.rstrip("/"))
+
+
+def check_writable(storage: Storage) -> None:
+    """Write, read back and delete a small object under the root.
+
+    Raises:
+        OSError: the storage cannot be reached, or refuses one of the three (pyarrow's words).
+    """
+    name = f".study-write-check-{uuid.uuid4().hex[:12]}"
+    storage.write_text("ok", name)
+    try:
+        if storage.read_text(name) != "ok":
+            raise OSError(f"{storage.uri_of(name)} read back differently")
+    finally:
+        storage.delete(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# a trial's checkpoints
+# ---------------------------------------------------------------------------------------------
+class StoredCheckpoints:
+    """A trial's checkpoints in its folder of the study's storage (``trials/<key>/``).
+
+    ``save`` uploads a local checkpoint folder as ``checkpoint_<step>/`` and writes ``DONE`` in it
+    last, so a folder without ``DONE`` (a writer killed mid-upload) never counts; the ``keep``
+    newest complete ones stay. ``latest`` downloads the newest complete one to a local temporary
+    folder, the copy ``run_trial`` resumes from, and removes the previous such copy."""
+
+    def __init__(self, trial: Storage, keep: int = 2) -> None:
+        self.trial, self.keep = trial, keep
+        self._downloaded: str | None = None
+
+    def save(self, local: str | Path, step: int) -> None:
+        name = f"checkpoint_{step:012d}"
+        self.trial.delete(name)  # an upload a killed writer left half done
+        self.trial.upload(local, name)
+        self.trial.write_text(str(step), name, DONE)
+        for old in self.complete()[: -self.keep]:
+            self.trial.delete(old)
+
+    def complete(self) -> list[str]:
+        """Complete checkpoint folders, oldest first."""
+        names = [n for n in self.trial.folders() if CHECKPOINT.match(n)]
+        return sorted(n for n in names if self.trial.exists(n, DONE))
+
+    def latest(self) -> str | None:
+        found = self.complete()
+        if not found:
+            return None
+        self.release()
+        copy = tempfile.mkdtemp(prefix="trial-resume-")
+        self.trial.download(copy, found[-1])
+        self._downloaded = copy
+        return copy
+
+    def release(self) -> None:
+        """Remove the local copy the last :meth:`latest` made."""
+        if self._downloaded is not None:
+            shutil.rmtree(self._downloaded, ignore_errors=True)
+            self._downloaded = None
+
+
+def write_pid(trial: Storage, name: str) -> None:
+    """This process's pid as ``name`` in the trial's folder (tests and operators kill by it)."""
+    trial.write_text(str(os.getpid()), name)
