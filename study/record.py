@@ -52,7 +52,8 @@ from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
 from study import EVIDENCE_KEY
 from trainables.config import TrialConfig
-from trainables.data import DATA_FIELDS, data_key
+from trainables.data import DATA_FIELDS, data_dir, data_key
+from trainables.remote import is_remote
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 SPEC_ARTIFACT = "study.yaml"
@@ -463,18 +464,27 @@ def training_dataset(config: TrialConfig) -> DatasetInput:
     """The trial's training data as an MLflow dataset input (context ``training``), read without
     loading any data. Name: the ``dataset`` field; digest: a fingerprint of
     ``trainables.data.data_key`` (the data fields and, for data on disk, the size and time of
-    every file under ``data_root``, as the trainables key their cache of a dataset); source: the
-    data root, or the loader of digits and of the toy data; profile: the data fields."""
+    every file under ``data_root``, as the trainables key their cache of a dataset; for a bucket
+    URI its objects' content key, from a listing); source: the data root (a bucket URI as it
+    is), or the loader of digits and of the toy data; profile: the data fields."""
     from mlflow.data.code_dataset_source import CodeDatasetSource
-    from mlflow.data.dataset_source_registry import get_dataset_source_from_json
+    from mlflow.data.dataset_source_registry import (
+        get_dataset_source_from_json,
+        resolve_dataset_source,
+    )
     from mlflow.data.meta_dataset import MetaDataset
 
     if config.dataset == "digits":
         source = CodeDatasetSource({"loader": "sklearn.datasets.load_digits"})
     elif config.dataset == "toy":
         source = CodeDatasetSource({"loader": "trainables.data.toy_samples"})
+    elif is_remote(config.data_root):
+        try:  # s3://, gs://, hdfs://… have MLflow source types of their own
+            source = resolve_dataset_source(config.data_root)
+        except MlflowException:
+            source = CodeDatasetSource({"uri": config.data_root})
     else:
-        root = str(Path(config.data_root or "").expanduser().resolve())
+        root = str(data_dir(config).resolve())  # a plain path or file:// URI: no download
         source = get_dataset_source_from_json(json.dumps({"uri": root}), "local")
     key = json.dumps(data_key(config), default=str)
     digest = hashlib.sha256(key.encode()).hexdigest()[:8]

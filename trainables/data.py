@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from trainables import remote
 from trainables.augment import ViewAugment, constant
 from trainables.config import TrialConfig
 
@@ -84,16 +85,45 @@ class DataBundle:
 # ---------------------------------------------------------------------------------------------
 # loading
 # ---------------------------------------------------------------------------------------------
-def check_data(config: TrialConfig) -> None:
-    """Raise ValueError naming ``data_root`` when an on-disk dataset is not where it should be."""
+def data_dir(config: TrialConfig, listed: remote.Snapshot | None = None) -> Path:
+    """The local folder of ``data_root``: a plain path (``~`` expanded), the folder a
+    ``file://`` URI names, or for a bucket URI (``s3://…``, ``gs://…``) the node's cached copy of
+    its objects, downloaded first if this node has not got that content yet
+    (:func:`trainables.remote.local_data_root`; ``listed``: a listing of it already taken)."""
+    root = config.data_root or ""
+    if remote.is_uri(root):
+        return remote.local_data_root(root, listed)
+    return Path(root).expanduser()
+
+
+def _listing(config: TrialConfig) -> remote.Snapshot | None:
+    """A bucket ``data_root``'s listing (ValueError naming it when it cannot be listed or holds
+    nothing); None for digits, toy and data in a local folder."""
+    if config.dataset in ("digits", "toy") or not remote.is_remote(config.data_root):
+        return None
+    if config.download:
+        raise ValueError(
+            f"data_root={config.data_root!r} is a bucket URI, read-only here; download=True "
+            "writes the dataset into data_root: upload it to the bucket, or use a local folder"
+        )
+    return remote.snapshot(config.data_root)
+
+
+def check_data(config: TrialConfig) -> remote.Snapshot | None:
+    """Raise ValueError naming ``data_root`` when an on-disk dataset is not where it should be.
+    A bucket URI is listed, not downloaded: it must be reachable and hold objects. Returns that
+    listing (None for a local folder)."""
     if config.dataset in ("digits", "toy"):
-        return
-    root = Path(config.data_root or "").expanduser()
+        return None
+    if remote.is_remote(config.data_root):
+        return _listing(config)
+    root = data_dir(config)
     if not root.is_dir() and not config.download:
         raise ValueError(
             f"data_root={config.data_root!r} does not exist or is not a directory "
             f"(dataset={config.dataset!r}, download=False)"
         )
+    return None
 
 
 # The TrialConfig fields a dataset and its splits depend on (the key of the per-process cache).
@@ -115,13 +145,16 @@ def _files_stamp(root: Path) -> tuple:
     return tuple(stamp)
 
 
-def data_key(config: TrialConfig) -> tuple:
+def data_key(config: TrialConfig, listed: remote.Snapshot | None = None) -> tuple:
     """What identifies the trial's dataset and splits: :data:`DATA_FIELDS`, and for data on
-    disk the size and modification time of every file under ``data_root``."""
+    disk the size and modification time of every file under ``data_root``; for a bucket URI
+    the content key of its objects (``listed``, or a fresh listing: nothing is downloaded)."""
     key = tuple(getattr(config, name) for name in DATA_FIELDS)
     if config.dataset in ("digits", "toy"):
         return key
-    return (*key, _files_stamp(Path(config.data_root or "").expanduser()))
+    if remote.is_remote(config.data_root):
+        return (*key, (listed or _listing(config)).key)
+    return (*key, _files_stamp(data_dir(config)))
 
 
 def load_data(config: TrialConfig) -> DataBundle:
@@ -131,24 +164,24 @@ def load_data(config: TrialConfig) -> DataBundle:
     reuses its workers) with the same :func:`data_key` gets it without reading the disk again.
     Bundles are immutable; nothing writes into their tensors.
     """
-    check_data(config)
-    key = data_key(config)
+    listed = check_data(config)  # a bucket URI is listed once, here
+    key = data_key(config, listed)
     if key not in _CACHE:
         _CACHE.clear()  # one at a time: a worker's memory holds one dataset
-        _CACHE[key] = _load(config)
+        _CACHE[key] = _load(config, listed)
     return _CACHE[key]
 
 
-def _load(config: TrialConfig) -> DataBundle:
+def _load(config: TrialConfig, listed: remote.Snapshot | None = None) -> DataBundle:
+    if config.dataset in ("digits", "toy"):
+        return (_digits if config.dataset == "digits" else _toy)(config)
     loader = {
-        "digits": _digits,
-        "toy": _toy,
         "cifar10": _torchvision_cifar,
         "cifar100": _torchvision_cifar,
         "stl10": _stl10,
         "imagefolder": _imagefolder,
     }[config.dataset]
-    return loader(config)
+    return loader(config, data_dir(config, listed))
 
 
 def _generator(*keys: int | str) -> torch.Generator:
@@ -206,13 +239,17 @@ def toy_samples(config: TrialConfig, n: int, stream: str) -> tuple[Tensor, Tenso
     return x, item_class[groups], groups
 
 
-def has_groups(config: TrialConfig) -> bool:
+def has_groups(config: TrialConfig, root: Path | None = None) -> bool:
     """Whether the trial's data have groups: toy data with ``toy_photos_per_item`` > 1 (the
-    item), or an imagefolder with ``groups.csv``. Both splits then carry group ids."""
+    item), or an imagefolder with ``groups.csv``. Both splits then carry group ids. ``root``:
+    the data's local folder when the caller has it; a bucket URI is otherwise listed, not
+    downloaded."""
     if config.dataset == "toy":
         return config.toy_photos_per_item > 1
     if config.dataset == "imagefolder":
-        return (Path(config.data_root or "").expanduser() / "groups.csv").is_file()
+        if root is None and remote.is_remote(config.data_root):
+            return "groups.csv" in remote.snapshot(config.data_root).files
+        return ((root or data_dir(config)) / "groups.csv").is_file()
     return False
 
 
@@ -276,12 +313,11 @@ def write_cifar10(root: str | Path, per_batch: int, test: int, seed: int = 0) ->
     return Path(root)
 
 
-def _torchvision_cifar(config: TrialConfig) -> DataBundle:
+def _torchvision_cifar(config: TrialConfig, root: Path) -> DataBundle:
     cls = _cifar_class(config)
     try:
-        root = str(Path(config.data_root or "").expanduser())
-        train = cls(root, train=True, download=config.download)
-        test = cls(root, train=False, download=config.download)
+        train = cls(str(root), train=True, download=config.download)
+        test = cls(str(root), train=False, download=config.download)
     except RuntimeError as err:
         raise ValueError(
             f"data_root={config.data_root!r}: torchvision could not load {config.dataset} "
@@ -303,13 +339,12 @@ def _torchvision_cifar(config: TrialConfig) -> DataBundle:
     )  # fmt: skip
 
 
-def _stl10(config: TrialConfig) -> DataBundle:
+def _stl10(config: TrialConfig, root: Path) -> DataBundle:
     from torchvision.datasets import STL10
 
     try:
-        root = str(Path(config.data_root or "").expanduser())
-        train = STL10(root, split="train+unlabeled", download=config.download)
-        test = STL10(root, split="test", download=config.download)
+        train = STL10(str(root), split="train+unlabeled", download=config.download)
+        test = STL10(str(root), split="test", download=config.download)
     except RuntimeError as err:
         raise ValueError(
             f"data_root={config.data_root!r}: torchvision could not load stl10 ({err})"
@@ -328,14 +363,13 @@ def _stl10(config: TrialConfig) -> DataBundle:
     )  # fmt: skip
 
 
-def _imagefolder(config: TrialConfig) -> DataBundle:
+def _imagefolder(config: TrialConfig, root: Path) -> DataBundle:
     """A user's images: ``root/train`` and ``root/val`` (or ``test``) class folders, or one class
     folder tree split 80/20 by ``data_seed``. An optional ``root/groups.csv`` (``path,group``,
     paths relative to root) gives each image a group."""
     from torchvision import transforms
     from torchvision.datasets import ImageFolder
 
-    root = Path(config.data_root or "").expanduser()
     size = config.image_size or 32
     tf = transforms.Compose(
         [transforms.Resize(size), transforms.CenterCrop(size), transforms.PILToTensor()]
@@ -364,7 +398,7 @@ def _imagefolder(config: TrialConfig) -> DataBundle:
         train_x, train_y, train_paths = x[tr], y[tr], [paths[i] for i in tr]
         held_x, held_y, held_paths = x[he], y[he], [paths[i] for i in he]
     groups = held_groups = None
-    if has_groups(config):
+    if has_groups(config, root):
         with open(root / "groups.csv", newline="") as f:
             mapping = {row[0]: row[1] for row in csv.reader(f) if row}
         ids = {g: i for i, g in enumerate(sorted(set(mapping.values())))}
