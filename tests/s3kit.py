@@ -29,11 +29,13 @@ AWS_ENV = {
 }
 
 
-def start_moto(port: int) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [MOTO, "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
+def start_moto(port: int, log: Path) -> subprocess.Popen:
+    # its request log goes to a file: a pipe nobody reads fills up and stalls the server
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [MOTO, "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -41,7 +43,7 @@ def start_moto(port: int) -> subprocess.Popen:
                 return process
         except OSError:
             if process.poll() is not None:
-                raise AssertionError(f"moto_server ended: {process.stderr.read()!r}") from None
+                raise AssertionError(f"moto_server ended: {log.read_text()[-2000:]}") from None
             assert time.monotonic() < deadline, "moto_server did not answer in 30 s"
             time.sleep(0.1)
 
@@ -57,11 +59,11 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @pytest.fixture
-def s3_server(monkeypatch):
+def s3_server(monkeypatch, tmp_path_factory):
     """The endpoint URL of a fresh moto S3 server, with this process's AWS settings aimed at
     it; stopped by PID at teardown."""
     port = free_port()
-    process = start_moto(port)
+    process = start_moto(port, tmp_path_factory.mktemp("moto") / "moto.log")
     endpoint = f"http://127.0.0.1:{port}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     for name, value in AWS_ENV.items():

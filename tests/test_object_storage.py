@@ -156,7 +156,7 @@ def test_study_in_a_bucket_resumes_from_it_after_the_driver_dies(
         started = {k.split("/")[3] for k in done} - finished
         return started or False
 
-    wait_for(checkpointed_unfinished, 240, "a checkpoint in the bucket", driver)
+    interrupted = wait_for(checkpointed_unfinished, 240, "a checkpoint in the bucket", driver)
     os.killpg(driver.pid, signal.SIGKILL)  # the driver and everything in its session
     driver.wait(timeout=30)
     kill_processes_mentioning(ray_tmp)  # Ray daemons that outlive their driver
@@ -178,11 +178,13 @@ def test_study_in_a_bucket_resumes_from_it_after_the_driver_dies(
     assert len(parent_runs(uri, "bucket-study")) == 1
     for key, run in runs.items():
         assert metric_steps(uri, run.info.run_id) == [BUDGET // 4 * k for k in range(1, 5)]
-        if key in finished_before:  # never run again
-            assert run.data.tags["study.attempts"] == "1"
-        else:  # resumed from its checkpoint in the bucket: fewer steps than a fresh start
+        if key in interrupted:  # resumed from its checkpoint in the bucket, not from zero
             assert run.data.tags["study.attempts"] == "2"
             assert run.data.metrics["trial/resumed_from"] >= BUDGET // 4, key
+        else:  # finished before the kill and never run again, or first run after it
+            assert run.data.tags["study.attempts"] == "1"
+            assert run.data.metrics["trial/resumed_from"] == 0
+    assert interrupted and not interrupted & finished_before
     assert duplicated_metric_rows(record_dir / "mlflow.db") == []
 
     keys = object_keys("studies", "runs/")
