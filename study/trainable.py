@@ -76,8 +76,10 @@ def run_study_trial(payload: dict[str, Any]) -> None:
     claim_share(plan.get("cpu", 1), plan.get("gpu", 0.0))
     config = TrialConfig(**plan["trial"])
     reporter = TuneReporter(trial)
-    result = run_trial(config, reporter)
-    reporter.checkpoints.release()
+    try:
+        result = run_trial(config, reporter)
+    finally:
+        reporter.checkpoints.release()  # the local copy of the checkpoint it resumed from
     tune.report(final_report(result, reporter.node_id))
 
 
@@ -171,7 +173,9 @@ def _data_parallel_worker(loop_config: dict[str, Any]) -> None:
 
         torch.cuda.set_device(get_device())
     reporter = TrainReporter(trial, rank)
-    result = run_trial(TrialConfig(**plan["trial"]), reporter)
-    if reporter.checkpoints is not None:
-        reporter.checkpoints.release()
+    try:
+        result = run_trial(TrialConfig(**plan["trial"]), reporter)
+    finally:
+        if reporter.checkpoints is not None:
+            reporter.checkpoints.release()
     train.report(final_report(result, reporter.node_id) if rank == 0 else {})
