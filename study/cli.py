@@ -260,7 +260,7 @@ def _existing(name: str, uri: str):
 @app.command()
 def export(
     name: Annotated[str, typer.Argument(help="study name (the MLflow experiment)")],
-    out: Annotated[Path, typer.Option(help="Parquet file to write")],
+    out: Annotated[str, typer.Option(help="Parquet file to write (a path or a URI)")],
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Write the study's results table (one row per trial) as Parquet."""

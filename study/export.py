@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from analysis.record import SCHEMA_VERSION
 from analysis.record import results_table as _results_table
 from study.record import StudyRecord
+from study.storage import open_storage
 
 __all__ = ["SCHEMA_VERSION", "export_parquet", "results_table"]
 
@@ -30,11 +31,13 @@ def results_table(record: StudyRecord, spec_sha: str = "") -> pa.Table:
     return _results_table(record.client, record.study, spec_sha)
 
 
-def export_parquet(record: StudyRecord, out: str | Path, spec_sha: str = "") -> Path:
-    """Write the study's results table; returns the path. The table is read whole before the
-    file is opened, so a failure never leaves a truncated file behind."""
-    out = Path(out)
+def export_parquet(record: StudyRecord, out: str | Path, spec_sha: str = "") -> str:
+    """Write the study's results table to ``out``, a path or a URI (``s3://…/results.parquet``,
+    through pyarrow's filesystems as a study's storage); returns where it went. The table is
+    read whole before the file is opened, so a failure never leaves a truncated file behind."""
     table = results_table(record, spec_sha)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, out)
-    return out
+    where, name = str(out).rstrip("/").rsplit("/", 1) if "/" in str(out) else (".", str(out))
+    folder = open_storage(where or "/")
+    folder.fs.create_dir(folder.root, recursive=True)
+    pq.write_table(table, folder.path(name), filesystem=folder.fs)
+    return folder.uri_of(name)

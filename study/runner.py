@@ -499,7 +499,8 @@ def _report(
     except Exception as err:  # the study itself is complete and recorded
         again = shell_command(
             tool("study"), "report", "--results", study.uri_of(RESULTS_FILE), "--out",
-            REPORT_DIR, "--tracking-uri", tracking_uri,
+            study.uri_of(REPORT_DIR) if study.is_local else REPORT_DIR, "--tracking-uri",
+            tracking_uri,
         )  # fmt: skip
         print(
             f"report not written: {type(err).__name__}: {err}\n"
@@ -648,8 +649,11 @@ def _export_and_report(
 
 
 def _store(study: Storage, local: Path, name: str) -> None:
-    """Replace ``name`` in the study's storage with the local file or folder."""
-    study.delete(name)
+    """Copy the local file or folder to ``name`` in the study's storage: a file overwrites the
+    file there (and fails where a folder stands: nothing of the user's is deleted), a folder
+    replaces the folder there (the previous report)."""
+    if local.is_dir():
+        study.delete(name)
     study.upload(local, name)
 
 
@@ -705,9 +709,8 @@ def _export(
         record.end_unfinished(parent_id, "FAILED")
         target = study.uri_of(RESULTS_FILE)
         export = shell_command(
-            tool("study"), "export", spec.study, "--out", RESULTS_FILE, "--tracking-uri",
-            tracking_uri,
-        )  # fmt: skip
+            tool("study"), "export", spec.study, "--out", target, "--tracking-uri", tracking_uri
+        )
         raise StudyFailedError(
             f"the trials of study {spec.study!r} are recorded, but writing {target} failed: "
             f"{type(err).__name__}: {err}\nNothing logged was lost. Export again with: {export}\n"

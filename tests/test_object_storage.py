@@ -197,3 +197,42 @@ def test_study_in_a_bucket_resumes_from_it_after_the_driver_dies(
     table = pq.read_table(f"{storage}/bucket-study/results.parquet")  # pyarrow reads the URI
     assert table.num_rows == 2 and set(table.column("examples_seen").to_pylist()) == {BUDGET}
     assert list(workdir.iterdir()) == []  # no study data under the working folder
+
+
+# ---- data in a bucket: downloaded once per node, whatever the trials
+@pytest.mark.slow
+def test_a_studys_bucket_data_root_is_downloaded_once_per_node(
+    s3_server, workdir, tmp_path_factory, ray_tmp, monkeypatch
+):
+    import numpy as np
+    from mlflow.tracking import MlflowClient
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    make_bucket("data")
+    for cls in ("cats", "dogs"):  # class folders of real PNG files, uploaded once
+        for i in range(30):
+            path = tmp_path_factory.getbasetemp() / "png" / cls / f"{i}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)).save(path)
+            s3_client().put_object(Bucket="data", Key=f"imgs/{cls}/{i}.png", Body=path.read_bytes())
+    cache = tmp_path_factory.mktemp("node-cache")
+    monkeypatch.setenv("CONTRASTIVE_DATA_CACHE", str(cache))  # the node's cache; Ray inherits it
+    spec = write_spec(
+        workdir / "s.yaml", "bucket-data",
+        factors={"temperature": {"levels": [0.1, 0.5]}},
+        trial={"dataset": "imagefolder", "data_root": "s3://data/imgs", "image_size": 12,
+               "budget_examples": 16 * 4, "batch_size": 16, "eval_marks": 1, "knn_k": 5,
+               "heldout_size": 12, "probe_train_size": 40},
+        max_concurrent=2,  # two trial processes at once on this node: one downloads, one waits
+    )  # fmt: skip
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    outcome = run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+    assert outcome.ok and outcome.counts == {"FINISHED": 2}
+    records = [json.loads(p.read_text()) for p in cache.glob("*.json")]
+    assert len(records) == 1, records  # two trials in two processes, one download
+    assert records[0]["uri"] == "s3://data/imgs"
+    runs = child_runs(uri, "bucket-data")
+    for run in runs:  # the training data's source in the record is the bucket
+        inputs = MlflowClient(uri).get_run(run.info.run_id).inputs.dataset_inputs
+        assert [i.dataset.source_type for i in inputs] == ["s3"]

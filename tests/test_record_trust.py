@@ -65,8 +65,10 @@ def test_every_field_differs_from_its_default():
 def _record_of(tmp_path: Path, levels: list) -> tuple[str, list]:
     """A study whose factor is data_root at these levels, recorded in a real SQLite store."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    fixed = {k: v for k, v in EVERY_FIELD.items() if k not in ("data_root", "seed")}
+    # workers is a resource (the study sets it from resources.workers), not a trial field
+    fixed = {k: v for k, v in EVERY_FIELD.items() if k not in ("data_root", "seed", "workers")}
     spec = parse_spec({"study": "round-trip", "trial": fixed,
+                       "resources": {"workers": EVERY_FIELD["workers"]},
                        "factors": {"data_root": {"levels": levels}}})  # fmt: skip
     design = build_design(spec)
     record = StudyRecord(uri, spec.study, tmp_path / "artifacts")
