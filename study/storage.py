@@ -25,14 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainables.remote import is_remote
+
 DONE = "DONE"  # written last into a checkpoint folder: the checkpoint is complete
 CHECKPOINT = re.compile(r"^checkpoint_(\d+)$")
-SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-
-
-def is_uri(text: str) -> bool:
-    """Whether ``text`` names a filesystem by URI (``s3://…``) rather than a local path."""
-    return bool(SCHEME.match(text)) and not text.startswith("file://")
 
 
 @dataclass(frozen=True)
@@ -131,7 +127,7 @@ def open_storage(where: str | Path | None) -> Storage:
     from pyarrow.fs import FileSystem, LocalFileSystem
 
     text = str(where) if where is not None else "studies"
-    if not is_uri(text):
+    if not is_remote(text):  # a plain path, or file://
         root = str(Path(text.removeprefix("file://")).expanduser().resolve())
         return Storage(root, LocalFileSystem(), root)
     try:
