@@ -204,18 +204,11 @@ def test_study_in_a_bucket_resumes_from_it_after_the_driver_dies(
 def test_a_studys_bucket_data_root_is_downloaded_once_per_node(
     s3_server, workdir, tmp_path_factory, ray_tmp, monkeypatch
 ):
-    import numpy as np
     from mlflow.tracking import MlflowClient
-    from PIL import Image
+    from test_remote_data import upload, write_images
 
-    rng = np.random.default_rng(0)
-    make_bucket("data")
-    for cls in ("cats", "dogs"):  # class folders of real PNG files, uploaded once
-        for i in range(30):
-            path = tmp_path_factory.getbasetemp() / "png" / cls / f"{i}.png"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            Image.fromarray(rng.integers(0, 256, (12, 12, 3), dtype=np.uint8)).save(path)
-            s3_client().put_object(Bucket="data", Key=f"imgs/{cls}/{i}.png", Body=path.read_bytes())
+    make_bucket("data")  # class folders of real PNG files, uploaded once
+    upload(write_images(tmp_path_factory.mktemp("png") / "imgs", per_class=30), "data", "imgs")
     cache = tmp_path_factory.mktemp("node-cache")
     monkeypatch.setenv("CONTRASTIVE_DATA_CACHE", str(cache))  # the node's cache; Ray inherits it
     spec = write_spec(

@@ -9,19 +9,22 @@ import math
 import os
 import signal
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
-from studykit import child_runs, default_spec_data, duplicated_metric_rows, metric_steps
-from test_faults import checkpoints, wait_for
+from studykit import (
+    child_runs,
+    default_spec_data,
+    duplicated_metric_rows,
+    metric_steps,
+    write_spec,
+)
+from test_faults import STUDY, checkpoints, wait_for
 
 from analysis.evidence import release_gate
 from search_spaces.designs import batch_sizes_matching, build_design
 from search_spaces.spec import StudyError, parse_spec
 from study.runner import check_resources
-
-STUDY = str(os.path.join(os.path.dirname(sys.executable), "study"))
 
 
 def spec_with(**changes):
@@ -153,24 +156,16 @@ BUDGET = BATCH * 240  # 15,360 examples: long enough to kill a worker after its 
 
 
 def write_workers_spec(path):
-    data = default_spec_data()
-    data["study"] = "dp-two"
-    data["trial"] |= {
+    return write_spec(
+        path, "dp-two",
+        factors={"temperature": {"levels": [0.2, 0.5], "scale": "log"}},
         # no BatchNorm (BatchNorm over a worker's share differs from the whole batch's on CPU,
         # where SyncBatchNorm does not run)
-        "encoder": "mlp", "mlp_hidden": [64], "feature_dim": 32, "projection": "linear",
-        "projection_dim": 16, "batch_size": BATCH, "budget_examples": BUDGET, "eval_marks": 6,
-        "heldout_size": 120, "probe_train_size": 200, "linear_probe_iters": 10,
-        "negatives": "all", "device": "cpu", "compile": "off",
-    }  # fmt: skip
-    data["factors"] = {"temperature": {"levels": [0.2, 0.5], "scale": "log"}}
-    data["design"] = {"kind": "full_factorial", "replicates": 1}
-    data["resources"] = {"workers": 2, "cpu": 1}
-    data["max_concurrent"] = 1
-    import yaml
-
-    path.write_text(yaml.safe_dump(data))
-    return path
+        trial={"encoder": "mlp", "mlp_hidden": [64], "feature_dim": 32, "projection": "linear",
+               "projection_dim": 16, "batch_size": BATCH, "budget_examples": BUDGET,
+               "eval_marks": 6, "negatives": "all", "device": "cpu", "compile": "off"},
+        resources={"workers": 2, "cpu": 1}, max_concurrent=1,
+    )  # fmt: skip
 
 
 @pytest.mark.slow
