@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from analysis.baselines import baselines_of, standing_line, standings
 from analysis.best import BestPoint, best_point
 from analysis.power import replicates_for
+from analysis.units import amount, level, to_typed
 
 if TYPE_CHECKING:
     from analysis.report import ResponseFit, StudyAnalysis
@@ -41,8 +43,13 @@ class Headline:
     ``missed``: the same, one short label per response ("temperature or batch_size on
     probe/linear_top1_h", "any factor on z/align") for the terminal; ``best``: the best observed
     point of the target metric with its t interval over replicates (None when no trial
-    finished); ``next_step``: what the evidence suggests for the next study (None when there is
-    nothing to say)."""
+    finished); ``against``: where that point stands against the study's baselines (the raw
+    input, a random-init encoder …; None when none was measured, :mod:`analysis.baselines`);
+    ``on_target``: when no effect on the target was detected, that sentence, said before the
+    other findings (the target is what the study was run for); ``next_step``: what the evidence
+    suggests for the next study (None when there is nothing to say). Findings come in the order
+    target, other probes, geometry (:func:`response_rank`). Accuracies are read in percent and
+    their differences in points (:mod:`analysis.units`)."""
 
     study: str
     sentence: str
@@ -52,35 +59,46 @@ class Headline:
     missed: tuple[str, ...]
     best: str | None
     next_step: str | None
+    against: str | None = None
+    on_target: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"sentence": self.sentence, "target": self.target, "found": list(self.found),
-                "not_detected": list(self.not_detected), "best": self.best,
+        return {"sentence": self.sentence, "target": self.target, "on_target": self.on_target,
+                "found": list(self.found), "not_detected": list(self.not_detected),
+                "best": self.best, "against_baselines": self.against,
                 "next_step": self.next_step, "lines": self.lines()}  # fmt: skip
 
     def lines(self, limit: int = TERMINAL_LINES) -> list[str]:
-        """At most ``limit`` lines for a terminal: the sentence, the findings (the rest counted,
-        not dropped silently), one line for what was not detected, the best point, the next
-        step."""
-        tail = [x for x in (self.best, self.next_step and f"Next: {self.next_step}") if x]
+        """At most ``limit`` lines for a terminal: the sentence, what was found on the target
+        (or that nothing was), the other findings (the rest counted, not dropped silently), one
+        line for what was not detected, the best point against the baselines, the next step."""
+        best = " ".join(x for x in (self.best, self.against) if x) or None
+        tail = [x for x in (best, self.next_step and f"Next: {self.next_step}") if x]
         missed = _missed_line(self.missed)
-        room = max(limit - 1 - len(tail) - (1 if missed else 0), 1)
+        head = [self.sentence, *([self.on_target] if self.on_target else [])]
+        room = max(limit - len(head) - len(tail) - (1 if missed else 0), 1)
         found = [f"Found: {s}" for s in self.found]
-        if len(found) > room:
+        if len(found) > room > 1:
             found = [*found[: room - 1], f"… and {len(found) - room + 1} more findings: see "
                                          "report.html"]  # fmt: skip
-        if not found and not missed:
+        elif len(found) > room:  # one line left: the first finding, the rest counted on it
+            found = [f"{found[0]} (and {len(found) - 1} more in report.html)"]
+        if not found and not missed and not self.on_target:
             found = ["Found: no effect was tested (see the notes in report.html)."]
-        return [self.sentence, *found, *([missed] if missed else []), *tail][:limit]
+        return [*head, *found, *([missed] if missed else []), *tail][:limit]
 
     def markdown(self) -> str:
         """The headline as markdown (MLflow renders a run's description as markdown)."""
         parts = [self.sentence, "", "**Findings**", ""]
+        if self.on_target:
+            parts.append(f"- {self.on_target}")
         parts += [f"- {s}" for s in self.found] or ["- No effect was detected."]
         if self.not_detected:
             parts += ["", "**Not detectable**", "", *[f"- {s}" for s in self.not_detected]]
         if self.best:
             parts += ["", f"**Best point.** {self.best}"]
+        if self.against:
+            parts += ["", f"**Against the baselines.** {self.against}"]
         if self.next_step:
             parts += ["", f"**Next study.** {_capital(self.next_step)}"]
         return "\n".join(parts)
@@ -91,7 +109,8 @@ class Headline:
         def items(sentences: tuple[str, ...]) -> str:
             return "".join(f"<li>{html.escape(s)}</li>" for s in sentences)
 
-        found = items(self.found) or "<li>No effect was detected.</li>"
+        found = items((*([self.on_target] if self.on_target else []), *self.found))
+        found = found or "<li>No effect was detected.</li>"
         parts = [
             '<section id="headline">',
             f'<p class="lead">{html.escape(self.sentence)}</p>',
@@ -102,6 +121,8 @@ class Headline:
                          "</ul>")  # fmt: skip
         if self.best:
             parts.append(f'<h2 id="best">Best point</h2><p>{html.escape(self.best)}</p>')
+        if self.against:
+            parts.append(f'<p class="baselines">{html.escape(self.against)}</p>')
         if self.next_step:
             step = html.escape(_capital(self.next_step))
             parts.append(f'<p class="next"><b>Next study.</b> {step}</p>')
@@ -120,28 +141,43 @@ def target_of(df: pd.DataFrame) -> dict[str, str]:
     return dict(DEFAULT_TARGET)
 
 
+def response_rank(response: str, target: str) -> int:
+    """The order findings are said in: the target, the other probes, then the geometry."""
+    if response == target:
+        return 0
+    return 1 if response.startswith("probe/") else 2
+
+
 def headline(analysis: StudyAnalysis) -> Headline:
     """The :class:`Headline` of an analysed study (see the module docstring)."""
     df = analysis.results
     target = target_of(df)
     found, missed, labels = [], [], []
-    # the target's findings first: it is what the study was run for
-    fits = sorted(analysis.fits.values(), key=lambda f: f.response != target["metric"])
+    on_target = None
+    fits = sorted(analysis.fits.values(), key=lambda f: response_rank(f.response, target["metric"]))
     for fit in fits:
         words = fit.findings
         if words is None:
             continue
         found += words.found
+        is_target = fit.response == target["metric"]
         if not words.beats_mean:
+            if is_target:
+                on_target = _nothing_detected(fit)
+                continue
             missed.append(_nothing_detected(fit))
             labels.append(f"any factor on {fit.response}")
             continue
         undetected = [e for e in words.effects if e.factor not in words.detected]
+        if is_target and not words.found:
+            on_target = _target_undetected(fit, undetected)
+            continue
         missed += [_effect_missed(e) for e in undetected]
         if undetected:
             labels.append(f"{' or '.join(e.factor for e in undetected)} on {fit.response}")
-    best = _best(df, target)
+    best = analysis.best
     fit = analysis.fits.get(target["metric"])
+    against = None if best is None else standing_line(standings(best, baselines_of(df)))
     return Headline(
         study=analysis.study,
         sentence=study_sentence(analysis),
@@ -151,7 +187,21 @@ def headline(analysis: StudyAnalysis) -> Headline:
         missed=tuple(labels),
         best=None if best is None else best_sentence(best, target),
         next_step=None if fit is None else next_step(fit, df, target),
+        against=against,
+        on_target=on_target,
     )
+
+
+def _target_undetected(fit: ResponseFit, undetected: list) -> str:
+    """The target's model beats the mean, yet no single effect passed the adjusted test."""
+    sizes = "; ".join(
+        f"{e.change} {_amount(fit.response, e.detectable)}"
+        for e in undetected
+        if e.detectable is not None
+    )
+    detectable = f" (smallest detectable at 80% power: {sizes})" if sizes else ""
+    return (f"On the target {fit.response}, the model beats the mean but no single factor's "
+            f"effect is detectable{detectable}.")  # fmt: skip
 
 
 def study_sentence(analysis: StudyAnalysis) -> str:
@@ -217,13 +267,12 @@ def _missed_line(labels: tuple[str, ...]) -> str | None:
 
 
 def _amount(response: str, value: float) -> str:
-    """A size in the response's units: accuracies (probe/...) in percentage points."""
-    if response.startswith("probe/"):
-        return f"{abs(value) * 100:.2g} points"
-    return f"{abs(value):.3g}"
+    """A size in the response's units: accuracies in percentage points (analysis.units)."""
+    return amount(response, value)
 
 
-def _best(df: pd.DataFrame, target: dict[str, str]) -> BestPoint | None:
+def best_of_target(df: pd.DataFrame, target: dict[str, str]) -> BestPoint | None:
+    """The best point of ``target``; None when no finished trial has a value of it."""
     try:
         return best_point(df, target["metric"], target["mode"])
     except (LookupError, ValueError):  # no finished trial, or the metric is not recorded
@@ -237,9 +286,11 @@ def best_sentence(best: BestPoint, target: dict[str, str]) -> str:
     if best.ci_low is None or best.ci_high is None:
         sure = "one replicate, so no interval"
     else:
-        sure = f"{best.n} replicates, 95% CI {best.ci_low:.4g} to {best.ci_high:.4g}"
+        low, high = level(metric, best.ci_low), level(metric, best.ci_high)
+        sure = f"{best.n} replicates, 95% CI {low} to {high}"
+    mean = level(metric, best.mean)
     return (f"Highest {metric}" if mode == "max" else f"Lowest {metric}") + (
-        f" observed at {best.point_id} ({where}): mean {best.mean:.4g} ({sure}).")  # fmt: skip
+        f" observed at {best.point_id} ({where}): mean {mean} ({sure}).")  # fmt: skip
 
 
 def next_step(fit: ResponseFit, df: pd.DataFrame, target: dict[str, str]) -> str | None:
@@ -293,7 +344,8 @@ def _more_replicates(fit: ResponseFit, df: pd.DataFrame) -> str | None:
     effect = sharpest.detectable / 2
     plan = next(p for p in replicates_for(fit.surface, effect) if p.factor == sharpest.factor)
     study = df.attrs.get("study") or "STUDY"
-    command = f"study power {study} --metric {fit.response} --effect {effect:.3g}"
+    typed = to_typed(fit.response, effect)  # --effect takes points for an accuracy
+    command = f"study power {study} --metric {fit.response} --effect {typed:.3g}"
     size = _amount(fit.response, effect)
     if plan.replicates_needed is None:
         return (

@@ -7,7 +7,9 @@ every metric's final value, ``wall_s``, ``examples_seen``, ``steps``). ``frame.a
 ``study``, ``factors`` (the varied fields, in study-file order), ``spec_sha``, ``design``,
 ``scales`` (factor -> linear | log), ``resources`` (per-trial cpu/gpu), ``checks`` (self-checks
 run when the study started: name -> "pass" or "fail: ...") and, for studies that recorded it,
-``target`` (``{"metric": ..., "mode": "max" | "min"}`` of the study file).
+``target`` (``{"metric": ..., "mode": "max" | "min"}`` of the study file), and ``baselines``
+(kind -> ``{"metrics", "per_seed", "seeds", "name", "about"}``: what the study's results are read
+against, :mod:`trainables.baselines`; empty when none was measured).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def results_frame(table: pa.Table) -> pd.DataFrame:
     frame.attrs["scales"] = json.loads(meta.get("scales") or "{}")
     if meta.get("target"):
         frame.attrs["target"] = json.loads(meta["target"])
+    frame.attrs["baselines"] = json.loads(meta.get("baselines") or "{}")
     return frame
 
 

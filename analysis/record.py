@@ -21,6 +21,7 @@ ROLE_TAG = "study.role"
 PARENT, TRIAL = "parent", "trial"
 TRIAL_CONFIG_TAG = "study.trial_config"
 BLOCK_TAG = "study.block"  # augmented designs: 1 the factorial, 2 the axial and centre points
+BASELINES_TAG = "study.baselines"  # the parent's baselines, JSON (study/baselines.py)
 SCHEMA_VERSION = "1"
 SUMMARY_METRICS = {
     "trial/wall_s": "wall_s",
@@ -183,6 +184,10 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
         )
         if params.get("target_metric")
         else "",
+        # what every result is read against (study/baselines.py), as the parent run keeps it
+        "baselines": next(
+            (p.data.tags[BASELINES_TAG] for p in parents if BASELINES_TAG in p.data.tags), ""
+        ),
     }
     return rows_table(rows, metadata)
 

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from analysis.baselines import baselines_json
+from analysis.best import finished_trials
 from analysis.frontier import pareto_frontier
 from analysis.surface import (
     Effect,
@@ -39,6 +41,7 @@ from analysis.surface import (
     factor_effects,
     fit_response_surface,
 )
+from analysis.units import amount, level
 
 if TYPE_CHECKING:
     from analysis.headline import Headline
@@ -142,10 +145,18 @@ class StudyAnalysis:
 
         return headline(self)
 
+    @functools.cached_property
+    def best(self):
+        """The best point of the target (:func:`analysis.headline.best_of_target`), or None."""
+        from analysis.headline import best_of_target, target_of
+
+        return best_of_target(self.results, target_of(self.results))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "study": self.study,
             "headline": self.headline.to_json(),
+            "baselines": baselines_json(self.results, self.best),
             "n_trials": self.n_trials,
             "responses": {name: fit.to_json() for name, fit in self.fits.items()},
             "frontier": sorted(set(self.frontier.get("point_id", pd.Series(dtype=str)))),
@@ -213,10 +224,8 @@ def common_seed_blocks(df: pd.DataFrame) -> str | None:
 
 
 def _amount(response: str, value: float) -> str:
-    """A change of ``response`` in words: accuracies (probe/...) in percentage points."""
-    if response.startswith("probe/"):
-        return f"{abs(value) * 100:.2g} points"
-    return f"{abs(value):.3g}"
+    """A change of ``response`` in words: accuracies in percentage points (analysis.units)."""
+    return amount(response, value)
 
 
 def _signed(response: str, value: float) -> str:
@@ -429,6 +438,48 @@ def _source_return_html(shown: dict[str, Path], missing: dict[str, Path]) -> str
     )
 
 
+def _baselines_html(analysis: StudyAnalysis) -> str:
+    """The baselines section: what each measured on the probes, and the best point beside
+    them with its interval and the verdict (:mod:`analysis.baselines`)."""
+    found = baselines_json(analysis.results, analysis.best)
+    if not found:
+        return ('<h2 id="baselines">Baselines</h2><p>No baseline was measured for this study '
+                "(<code>baselines: []</code>, or a study recorded before baselines existed): "
+                "nothing says whether training learned more than its input holds.</p>")  # fmt: skip
+    probes = sorted({m for entry in found.values() for m in entry["metrics"]
+                     if m.startswith("probe/")})  # fmt: skip
+    head = "".join(f"<th>{html.escape(m)}</th>" for m in probes)
+    rows = []
+    best = analysis.best
+    if best is not None:
+        done = finished_trials(analysis.results)
+        cells = []
+        for m in probes:
+            values = done.loc[done["point_id"] == best.point_id, m] if m in done else []
+            values = pd.to_numeric(pd.Series(values), errors="coerce").dropna()
+            cells.append(level(m, float(values.mean())) if len(values) else "–")
+        label = f"best point {best.point_id} (mean of {best.n} replicate{'s' * (best.n > 1)})"
+        bold = "".join(f"<td><b>{c}</b></td>" for c in cells)
+        rows.append(f"<tr><td><b>{html.escape(label)}</b></td>{bold}<td></td></tr>")
+    for entry in found.values():
+        cells = "".join(
+            f"<td>{level(m, entry['metrics'][m]) if m in entry['metrics'] else '–'}</td>"
+            for m in probes
+        )
+        standing = entry["standing"]["verdict"] if entry["standing"] else "–"
+        rows.append(f"<tr><td>{html.escape(entry['name'])}<br><small>"
+                    f"{html.escape(entry['about'])}</small></td>{cells}"
+                    f"<td>{html.escape(standing)}</td></tr>")  # fmt: skip
+    table = (f"<table><thead><tr><th>representation</th>{head}<th>best point</th></tr></thead>"
+             f"<tbody>{''.join(rows)}</tbody></table>")  # fmt: skip
+    said = analysis.headline.against or ""
+    return (f'<h2 id="baselines">Baselines</h2><p>{html.escape(said)}</p>'
+            f"{_scrolling_tables(table)}<p>Each baseline is scored by the trials' own "
+            "evaluation: the same held-out rows, the same k-NN and linear probes fit on the same "
+            "probe rows. The last column compares the target's best point, with its 95% "
+            "interval over replicates, against each.</p>")  # fmt: skip
+
+
 def _toc(sections: list[tuple[str, str]]) -> str:
     items = "".join(f'<li><a href="#{anchor}">{html.escape(title)}</a></li>'
                     for anchor, title in sections)  # fmt: skip
@@ -496,7 +547,7 @@ def write_report(
     frontier = analysis.frontier[frontier_cols].to_html(
         index=False, float_format=lambda v: f"{v:.4g}"
     )
-    sections = [("findings", "Findings"), ("best", "Best point"),
+    sections = [("findings", "Findings"), ("best", "Best point"), ("baselines", "Baselines"),
                 ("surfaces", "Response surfaces"), ("frontier", "Alignment–uniformity frontier"),
                 ("figures", "Figures"), ("evidence", "Evidence card")]  # fmt: skip
     if panels:
@@ -515,6 +566,7 @@ def write_report(
 <title>Study {html.escape(analysis.study)}</title><style>{_STYLE}</style></head><body>
 <h1>Study {html.escape(analysis.study)}</h1>
 {top.html()}
+{_baselines_html(analysis)}
 {_toc(sections)}
 <h2 id="surfaces">Response surfaces</h2>{fits}
 <h2 id="frontier">Alignment–uniformity frontier (z)</h2>{_scrolling_tables(frontier)}

@@ -353,6 +353,17 @@ class StudySpec(_Strict):
     max_concurrent: int | None = Field(None, ge=1)
     max_failures: int = Field(2, ge=0)
     target: Target = Target()
+    # the references every result is read against (trainables.baselines): measured once per
+    # study, they change no trial, so they are not in the fingerprint
+    baselines: tuple[Literal["raw", "random_init", "supervised"], ...] = ("raw", "random_init")
+
+    @field_validator("baselines")
+    @classmethod
+    def _baselines_once(cls, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({k for k in kinds if kinds.count(k) > 1})
+        if repeated:
+            raise ValueError(f"baselines: {repeated[0]!r} is listed twice")
+        return kinds
 
     @field_validator("study")
     @classmethod
@@ -418,7 +429,8 @@ class StudySpec(_Strict):
     @property
     def sha(self) -> str:
         """Fingerprint of everything that changes what runs (the description does not)."""
-        data = {k: v for k, v in self.model_dump(mode="json").items() if k != "description"}
+        unrun = ("description", "baselines")  # neither changes what a trial runs
+        data = {k: v for k, v in self.model_dump(mode="json").items() if k not in unrun}
         for option in LATER_OPTIONS:  # absent from fingerprints made before they existed
             if self.design.kind not in DESIGN_OPTIONS[option]:
                 data["design"].pop(option, None)

@@ -99,6 +99,8 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
 
 
 def _detectable_lines(detectable: dict, why: str, table) -> list[str]:
+    from analysis.units import amount
+
     spec = table.spec
     if not detectable:
         return [f"study {spec.study!r} has finished trials, but {why}"] if why else []
@@ -107,7 +109,8 @@ def _detectable_lines(detectable: dict, why: str, table) -> list[str]:
         f"point, from the finished study {spec.study!r}'s error:"
     ]
     for metric, sizes in detectable.items():
-        lines.append(f"  {metric}: " + "; ".join(f"{c} {v:.3g}" for c, v in sizes.items()))
+        lines.append(f"  {metric}: " + "; ".join(f"{c} {amount(metric, v)}"
+                                                 for c, v in sizes.items()))  # fmt: skip
     return lines
 
 
@@ -336,7 +339,13 @@ def _surface_for(df, metric: str):
 def power(
     name: Annotated[str, typer.Argument(help="a finished study (the MLflow experiment)")],
     metric: Annotated[str, typer.Option(help="the response, e.g. probe/knn_top1_h")],
-    effect: Annotated[float, typer.Option(help="the effect to detect, in the metric's units")],
+    effect: Annotated[
+        float,
+        typer.Option(
+            help="the effect to detect: in percentage points for an accuracy (probe/…; 1 is one "
+            "point, 0.01 as a fraction), in the metric's own units otherwise"
+        ),
+    ],
     power_: Annotated[float, typer.Option("--power", help="power wanted")] = 0.8,
     alpha: Annotated[float, typer.Option(help="two-sided test level")] = 0.05,
     tracking_uri: TrackingUri = None,
@@ -344,6 +353,7 @@ def power(
     """Replicates per point needed to detect an effect of size EFFECT on METRIC, from the
     finished study's own error (the same design, replicated)."""
     from analysis.power import MAX_REPLICATES, replicates_for
+    from analysis.units import amount, from_typed
     from study.record import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
@@ -352,23 +362,24 @@ def power(
         if not 0 < power_ < 1 or not 0 < alpha < 1:
             raise StudyError(f"--power {power_} and --alpha {alpha} must lie in (0, 1)")
         surface = _surface_for(df, metric)
-        plans = replicates_for(surface, effect, alpha=alpha, power=power_)
+        size = from_typed(metric, effect)  # points -> the recorded fraction for an accuracy
+        plans = replicates_for(surface, size, alpha=alpha, power=power_)
     except (StudyError, ValueError) as err:
         _fail(err)
     typer.echo(
-        f"{name}: to detect an effect of {effect:g} on {metric} at {power_:.0%} power "
+        f"{name}: to detect an effect of {amount(metric, size)} on {metric} at {power_:.0%} power "
         f"(two-sided, alpha {alpha:g}), from this study's error (mean square "
         f"{surface.error_ms:.3g} on {surface.error_df} df, "
         f"{'the replicate as the block, ' if surface.blocks else ''}"
         f"{plans[0].replicates_now:g} replicates per point now):"
     )
     for plan in plans:
-        now = "n/a" if plan.detectable_now is None else f"{plan.detectable_now:.3g}"
+        now = "n/a" if plan.detectable_now is None else amount(metric, plan.detectable_now)
         if plan.replicates_needed is None:
             need = f"more than {MAX_REPLICATES} replicates per point"
         else:
             need = f"{plan.replicates_needed} replicates per point"
-            need += f" (detects {plan.detectable_then:.3g})"
+            need += f" (detects {amount(metric, plan.detectable_then)})"
         typer.echo(f"  {plan.change}: detectable now {now}; needs {need}")
 
 

@@ -26,6 +26,7 @@ import yaml
 
 from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPlan, build_design
 from search_spaces.spec import StudyError, StudySpec, load_spec, parse_spec
+from study.baselines import measure_for_study
 from study.export import export_parquet
 from study.progress import ProgressView, StudyProgress
 from study.record import (
@@ -550,6 +551,7 @@ def run_study(
                 if not recorded:  # a new study runs every trial: start Ray while the record opens
                     ray_here.start()
                 record, parent_id = opening.result()
+            measure_for_study(spec, design, record, parent_id, quiet)
             schedule, trial_s = _run_trials(
                 spec, design, record, parent_id, ray_here, study=study,
                 max_concurrent=max_concurrent, quiet=quiet, tracking_uri=tracking_uri,

@@ -5,6 +5,15 @@ import torch
 from s3kit import s3_server  # noqa: F401  (the fixture: a real moto S3 server on 127.0.0.1)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _baseline_cache(tmp_path_factory):
+    """Measured baselines go to the test run's own cache (every study a test runs, in this
+    process or a child, finds it through the environment), never to the user's."""
+    import os
+
+    os.environ["CONTRASTIVE_BASELINE_CACHE"] = str(tmp_path_factory.mktemp("baselines"))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():
         return

@@ -54,8 +54,10 @@ def test_the_best_point_is_the_best_mean_over_replicates_with_its_t_interval():
     half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
     top = headline(analyse(df, (RESPONSE,)))
     assert top.best.startswith(f"Highest probe/knn_top1_h observed at {best} (temperature = 0.1")
-    assert (f"mean {means[best]:.4g} (4 replicates, 95% CI {means[best] - half:.4g} to "
-            f"{means[best] + half:.4g})") in top.best  # fmt: skip
+    # accuracies are read in percent (analysis.units)
+    assert (f"mean {means[best] * 100:.1f}% (4 replicates, 95% CI "
+            f"{(means[best] - half) * 100:.1f}% to {(means[best] + half) * 100:.1f}%)"
+            ) in top.best  # fmt: skip
 
 
 def test_a_minimised_target_names_the_lowest_point_and_its_own_edge():
@@ -78,13 +80,17 @@ def test_nothing_detected_says_so_and_plans_the_replicates_that_would_detect_hal
     fit = analysis.fits[RESPONSE]
     assert not fit.findings.beats_mean
     top = headline(analysis)
-    assert top.found == () and top.missed == (f"any factor on {RESPONSE}",)
-    assert top.not_detected[0].startswith(f"No factor has a detectable effect on {RESPONSE} (")
+    # the target comes first, said on its own line, not folded into "Not detectable"
+    assert top.found == () and top.missed == () and top.not_detected == ()
+    assert top.on_target.startswith(f"No factor has a detectable effect on {RESPONSE} (")
+    assert top.lines()[1] == top.on_target
     sharpest = min(fit.findings.effects, key=lambda e: e.detectable)
     plan = next(p for p in replicates_for(fit.surface, sharpest.detectable / 2)
                 if p.factor == sharpest.factor)  # fmt: skip
     assert plan.replicates_needed > 4
-    command = f"study power unit --metric {RESPONSE} --effect {sharpest.detectable / 2:.3g}"
+    # --effect takes percentage points for an accuracy, as the headline speaks of them
+    points = sharpest.detectable / 2 * 100
+    command = f"study power unit --metric {RESPONSE} --effect {points:.3g}"
     expected = f"run {plan.replicates_needed} replicates per point instead of 4 ({command})"
     assert expected in top.next_step
 

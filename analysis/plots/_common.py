@@ -17,6 +17,9 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
+from analysis.baselines import baselines_of, counterpart
+from analysis.units import level
+
 _CMAP = "viridis"
 
 _LABELS = {
@@ -352,3 +355,25 @@ def _draw_lines(
         )
     _level_axis(ax, levels, log=log, explicit=explicit)
     ax.margins(x=0.1)
+
+
+# the study's baselines (analysis.baselines) as reference lines on a probe's axis
+_BASELINE_STYLES = {"raw": ":", "random_init": "--", "supervised": "-."}
+_BASELINE_NAMES = {"raw": "raw input", "random_init": "random-init", "supervised": "supervised"}
+
+
+def _draw_baselines(ax: Axes, df: pd.DataFrame | None, metric: str) -> int:
+    """A labelled horizontal line for each of the study's baselines that measured ``metric``
+    (the raw input answers a ``_z`` probe with its ``_h`` score); returns how many were drawn."""
+    drawn = 0
+    for kind, entry in baselines_of(df if df is not None else pd.DataFrame()).items():
+        metrics = entry.get("metrics") or {}
+        name = counterpart(kind, metric, metrics)
+        if name is None:
+            continue
+        value = float(metrics[name])
+        label = f"{_BASELINE_NAMES.get(kind, kind)} {level(metric, value)}"
+        ax.axhline(value, color="0.35", linestyle=_BASELINE_STYLES.get(kind, "--"),
+                   linewidth=1.2, label=label)  # fmt: skip
+        drawn += 1
+    return drawn

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from analysis.plots._common import (
     _binned,
     _cells,
+    _draw_baselines,
     _factors,
     _grid,
     _label,
@@ -25,7 +26,8 @@ from analysis.plots._common import (
 CAPTION = (
     "One panel per factor: the response's mean at each level with ±1 standard error over the "
     "trials at that level, the trials themselves in grey; a steep line means the factor moves the "
-    "response, and a difference smaller than the error bars is within noise."
+    "response, and a difference smaller than the error bars is within noise; grey horizontal lines "
+    "are the study's baselines for that response (the raw input, a random-init encoder)."
 )
 
 
@@ -79,6 +81,7 @@ def _draw_main_effect(ax: Axes, df: pd.DataFrame, response: str, factor: str) ->
     ax.errorbar(positions, table["mean"], yerr=table["se"], marker="o", capsize=4,
                 color="tab:blue", linestyle="none" if categorical else "-", zorder=2,
                 label="mean ± SE")  # fmt: skip
+    _draw_baselines(ax, df, response)
     _level_axis(ax, levels, explicit=not _was_binned(df[factor], 8))
     ax.margins(x=0.12)
     ax.set_xlabel(_label(factor))

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from analysis.plots._common import (
     _SPACE_NAMES,
+    _draw_baselines,
     _draw_lines,
     _fmt,
     _has,
@@ -27,7 +28,8 @@ CAPTION = (
     "{probe} probe top-1 accuracy against temperature τ (log axis) on h (backbone features, left) "
     "and z (projection output, right), mean ± SE over replicates, one line per batch size; look "
     "for the temperature where accuracy peaks, whether the peak moves with batch size, and how far "
-    "h and z differ."
+    "h and z differ; grey lines are the study's baselines (raw input dotted, random-init encoder "
+    "dashed, supervised dash-dotted), the levels a trained representation has to clear."
 )
 _PROBE_NAMES = {"knn": "k-NN", "linear": "Linear"}
 
@@ -85,4 +87,5 @@ def _draw_probe(ax: Axes, df: pd.DataFrame, probe: str, space: str) -> None:
     else:
         _draw_lines(ax, table, "temperature", None, lambda v: "all trials", log=log,
                     explicit=explicit)  # fmt: skip
+    _draw_baselines(ax, df, f"probe/{probe}_top1_{space}")
     ax.legend(fontsize=8)

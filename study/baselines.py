@@ -1,0 +1,116 @@
+"""A study's baselines (``baselines:`` of the study file): measured once, before its trials, and
+kept on its parent run.
+
+The parent run gets one metric per baseline value, ``baseline/<kind>/<metric>`` (the mean over
+seeds for a seeded kind), the tag ``study.baselines`` (the JSON the results table and the report
+read: each kind's metrics, its per-seed probe scores and what was measured) and the artifact
+``baselines.json`` (everything, per seed). A resumed study finds them there and measures nothing;
+a new study on the same data and architecture reads them from the cache
+(:func:`trainables.baselines.measure_baselines`).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, RunTag
+
+from analysis.record import BASELINES_TAG
+from search_spaces.spec import StudySpec
+from trainables.baselines import (
+    ARCHITECTURE_FIELDS,
+    Baseline,
+    measure_baselines,
+    metric_name,
+)
+from trainables.data import DATA_FIELDS
+
+BASELINES_ARTIFACT = "baselines.json"
+MAX_TAG = 8000  # MLflow's limit on a tag's value
+
+
+def study_configs(design) -> tuple[Any, tuple[int, ...], str]:
+    """(the trial config baselines are measured for, the seeds the study uses, a note when the
+    study varies the data or the architecture: then they are measured for the first trial's)."""
+    plans = design.representatives()
+    config = plans[0].config
+    seeds = tuple(sorted({p.seed for p in plans}))
+    varied = [
+        name for name in (*DATA_FIELDS, *ARCHITECTURE_FIELDS)
+        if len({repr(getattr(p.config, name)) for p in plans}) > 1
+    ]  # fmt: skip
+    note = ""
+    if varied:
+        shown = ", ".join(f"{n} = {getattr(config, n)!r}" for n in varied)
+        note = f"the study varies {', '.join(varied)}; measured for the first trial's ({shown})"
+    return config, seeds, note
+
+
+def tag_json(found: dict[str, Baseline], note: str = "") -> str:
+    """The ``study.baselines`` tag: every kind's metrics, and per seed only the probes (the
+    whole per-seed record is the artifact), within MLflow's limit for a tag."""
+    data: dict[str, Any] = {}
+    for kind, baseline in found.items():
+        entry = baseline.to_json()
+        entry["per_seed"] = {
+            s: {k: v for k, v in m.items() if k.startswith("probe/")}
+            for s, m in entry["per_seed"].items()
+        }
+        if note:
+            entry["about"] = f"{entry['about']} ({note})"
+        data[kind] = entry
+    text = json.dumps(data, sort_keys=True)
+    if len(text) > MAX_TAG:  # many seeds: the per-seed scores stay in the artifact only
+        for entry in data.values():
+            entry["per_seed"] = {}
+        text = json.dumps(data, sort_keys=True)
+    return text
+
+
+def measure_for_study(spec: StudySpec, design, record, parent_id: str, quiet: bool) -> None:
+    """Measure the study's baselines (none when ``baselines: []``) and log them on its parent
+    run, unless the parent holds these already. A failure is said and recorded as a tag
+    (``study.baselines_error``); it never stops the study."""
+    if not spec.baselines:
+        return
+    config, seeds, note = study_configs(design)
+    t0 = time.perf_counter()
+    try:
+        found = measure_baselines(config, spec.baselines, seeds)
+    except Exception as err:  # the study still runs; its report says no baseline was measured
+        message = f"{type(err).__name__}: {err}"
+        record.client.set_tag(parent_id, "study.baselines_error", message[:MAX_TAG])
+        print(f"baselines not measured: {message}")
+        return
+    text = tag_json(found, note)
+    parent = record.client.get_run(parent_id)
+    if parent.data.tags.get(BASELINES_TAG) == text:  # a resumed study: logged already
+        return
+    metrics = [
+        Metric(metric_name(kind, name), value, int(time.time() * 1000), 0)
+        for kind, baseline in found.items()
+        for name, value in sorted(baseline.metrics.items())
+    ]
+    record.client.log_batch(parent_id, metrics=metrics, tags=[RunTag(BASELINES_TAG, text)])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / BASELINES_ARTIFACT
+        whole = {kind: b.to_json() | {"note": note} for kind, b in found.items()}
+        path.write_text(json.dumps(whole, indent=1, sort_keys=True))
+        record.client.log_artifact(parent_id, str(path))
+    if not quiet:
+        took = time.perf_counter() - t0
+        print(f"baselines ({', '.join(found)}) measured in {took:.1f} s: {summary(found)}")
+
+
+def summary(found: dict[str, Baseline], metric: str = "probe/knn_top1_h") -> str:
+    """One line: each kind's score on ``metric`` (or what it has)."""
+    parts = []
+    for kind, baseline in found.items():
+        value = baseline.metrics.get(metric)
+        if value is not None:
+            parts.append(f"{kind} {metric} {value:.4f}")
+    return "; ".join(parts) or "no probe scores"
