@@ -228,6 +228,13 @@ def _amount(response: str, value: float) -> str:
     return amount(response, value)
 
 
+def _level(response: str, value: float | None) -> str:
+    """A predicted value as a person reads it (accuracies in percent); n/a when undefined."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return level(response, value)
+
+
 def _signed(response: str, value: float) -> str:
     return ("-" if value < 0 else "+") + _amount(response, value)
 
@@ -294,9 +301,10 @@ def findings(fit: ResponseFit) -> Findings | None:
     point = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
                       for k, v in s.optimum.items())  # fmt: skip
     ci = ("no confidence interval: see the notes" if s.interval is None
-          else f"95% CI {_num(s.interval[0], '.4g')} … {_num(s.interval[1], '.4g')}")  # fmt: skip
-    optimum = (f"Predicted optimum in the design region: {point} → {_num(s.predicted, '.4g')} "
-               f"({ci}).")  # fmt: skip
+          else f"95% CI {_level(s.response, s.interval[0])} … "
+               f"{_level(s.response, s.interval[1])}")  # fmt: skip
+    optimum = (f"Predicted optimum in the design region: {point} → "
+               f"{_level(s.response, s.predicted)} ({ci}).")  # fmt: skip
     return Findings(s.response, True, headline, found, missed, optimum, block, effects,
                     tuple(e.factor for e in detected))  # fmt: skip
 
@@ -363,7 +371,8 @@ def _fit_html(fit: ResponseFit) -> str:
         f"PRESS = {_num(s.press, '.4g')}, lack-of-fit p = {_num(s.lack_of_fit_p, '.3g')}. "
         f"Stationary point: {s.stationary_kind or 'none'}.</p>"
         f"<ul>{notes}</ul>"
-        f"<details><summary>effects, coefficients and ANOVA</summary>"
+        f"<details><summary>effects, coefficients and ANOVA (in the recorded units: "
+        f"accuracies as fractions, 0.01 = 1 point)</summary>"
         f"{effects.to_html(index=False, float_format=lambda v: f'{v:.4g}', na_rep='n/a')}"
         f"{s.coefficients.to_html(float_format=lambda v: f'{v:.4g}', na_rep='n/a')}"
         f"{s.anova.to_html(float_format=lambda v: f'{v:.4g}', na_rep='n/a')}</details>"

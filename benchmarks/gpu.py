@@ -1,8 +1,10 @@
 """A trial on one GPU: the model's ceiling against the trial loop, evaluation's cost, four trials
-sharing the GPU, and info_nce against the dense reference. One table, at most 6 minutes.
+sharing the GPU, info_nce against the dense reference, and a trial on real images
+(Fashion-MNIST) when they are installed. One table, at most 7 minutes.
 
     python benchmarks/gpu.py                        # CIFAR-10-format data written to a temp dir
     python benchmarks/gpu.py --data-root DIR        # DIR/cifar-10-batches-py, torchvision's layout
+    python benchmarks/gpu.py --fashion-root DIR     # Fashion-MNIST's IDX files for (e)
     python benchmarks/gpu.py --smoke --device cpu   # every part, tiny, on the CPU (a minute)
 
 Needs torch, torchvision, numpy, scikit-learn, pyyaml and pydantic (the trial path,
@@ -25,6 +27,11 @@ Needs torch, torchvision, numpy, scikit-learn, pyyaml and pydantic (the trial pa
     trial without groups calls) forward+backward time and peak memory against
     ``info_nce_dense`` at B = 4096, 16384 and 32768 (N = 2B rows, D = 128), through
     ``benchmarks/objectives.py``.
+(e) Fashion-MNIST (60,000 real 28 × 28 images; Debian's dataset-fashion-mnist in
+    /usr/share/datasets/fashion-mnist, ``bash scripts/setup_data.sh``, or ``--fashion-root``):
+    one trial of the small_cnn recipe (``trainables/presets/digits.yaml``) through ``run_trial``,
+    its loop's ``train/examples_per_s`` and one evaluation's seconds (its full 10,000 held-out
+    and 60,000 probe rows). Skipped, saying so, where the files are not there.
 
 Before the table it checks, on this device: that a training step issues no host
 synchronisation (``torch.cuda.set_sync_debug_mode``), and that evaluation on the device equals
@@ -52,7 +59,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from trainables.config import TrialConfig  # noqa: E402
+from trainables import idx  # noqa: E402
+from trainables.config import FASHION_MNIST_ROOT, TrialConfig  # noqa: E402
 from trainables.data import load_data, write_cifar10  # noqa: E402
 from trainables.encoders import build_model  # noqa: E402
 from trainables.train import (  # noqa: E402
@@ -65,6 +73,7 @@ from trainables.train import (  # noqa: E402
 )
 
 PRESET = ROOT / "trainables" / "presets" / "cifar10_resnet18.yaml"
+SMALL_CNN = ROOT / "trainables" / "presets" / "digits.yaml"  # (e)'s recipe
 SHARING = 4  # trials at once in (c)
 
 
@@ -179,11 +188,12 @@ def ceiling(args: argparse.Namespace) -> float:
     return steps * b / (time.perf_counter() - t0)
 
 
-def trial_loop(args: argparse.Namespace) -> dict:
-    """One trial of the preset's model and batch: its loop speed and one evaluation's time."""
+def trial_loop(args: argparse.Namespace, build=base_config) -> dict:
+    """One trial of ``build``'s model and batch (the preset's, by default): its loop speed and
+    one evaluation's time."""
     steps = 4 if args.smoke else 300
-    config = base_config(args)
-    config = base_config(args, budget_examples=config.batch_size * steps, eval_marks=1)
+    config = build(args)
+    config = build(args, budget_examples=config.batch_size * steps, eval_marks=1)
     result = run_trial(config)
     return {
         "examples_per_s": result["train/examples_per_s"],
@@ -191,6 +201,29 @@ def trial_loop(args: argparse.Namespace) -> dict:
         "compile_s": result["time/compile_s"],
         "status": result["status"],
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# (e) a trial on Fashion-MNIST
+# ---------------------------------------------------------------------------------------------
+def fashion_present(root: Path) -> bool:
+    """Whether ``root`` holds the four IDX files (gzipped or plain)."""
+    return all(idx.find(root, name) for name in idx.NAMES)
+
+
+def fashion_config(args: argparse.Namespace, **changes) -> TrialConfig:
+    """The small_cnn recipe (the digits preset) on Fashion-MNIST in ``--fashion-root``."""
+    from trainables.__main__ import load_config_file
+
+    fields = load_config_file(str(SMALL_CNN)) | {
+        "dataset": "fashion_mnist", "data_root": str(args.fashion_root), "device": args.device,
+    }  # fmt: skip
+    if args.smoke:
+        fields |= {
+            "batch_size": 16, "projection_hidden": 64, "heldout_size": 40,
+            "probe_train_size": 80, "linear_probe_iters": 5, "knn_k": 5, "compile": "off",
+        }  # fmt: skip
+    return TrialConfig(**fields | changes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,7 +339,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-root", type=Path, help="holds cifar-10-batches-py")
     parser.add_argument("--device", default="cuda", help="cuda (default) or cpu")
-    parser.add_argument("--parts", default="abcd", help="which rows, e.g. 'ad'")
+    parser.add_argument(
+        "--fashion-root", type=Path, default=Path(FASHION_MNIST_ROOT),
+        help=f"holds Fashion-MNIST's IDX files, for (e) (default {FASHION_MNIST_ROOT})",
+    )  # fmt: skip
+    parser.add_argument("--parts", default="abcde", help="which rows, e.g. 'ad'")
     parser.add_argument("--smoke", action="store_true", help="tiny, any device, seconds")
     parser.add_argument("--processes", action="store_true", help="(c) as processes, even with Ray")
     parser.add_argument("--shared-worker", help=argparse.SUPPRESS)
@@ -385,8 +422,21 @@ def measure(args: argparse.Namespace, t_start: float) -> None:
             )
             peak = r["peak_mib"] / max(d["peak_mib"], 1e-9)
             row("d", what, f"{r['seconds'] / d['seconds']:.2f} / {peak:.3f}")
+    if "e" in args.parts:
+        fashion_rows(args, row)
     print("\n".join(lines))
     print(f"total {time.perf_counter() - t_start:.0f} s")
+
+
+def fashion_rows(args: argparse.Namespace, row) -> None:
+    """(e): a Fashion-MNIST trial's loop speed and evaluation time, or why there is none."""
+    if not fashion_present(args.fashion_root):
+        row("e", f"Fashion-MNIST: not measured, no IDX files in {args.fashion_root}", "—")
+        return
+    loop = trial_loop(args, fashion_config)
+    batch = fashion_config(args).batch_size
+    what = f"Fashion-MNIST trial (small_cnn, batch {batch}), examples/s / seconds per evaluation"
+    row("e", what, f"{loop['examples_per_s']:,.0f} / {loop['eval_s']:.2f}")
 
 
 if __name__ == "__main__":

@@ -28,8 +28,19 @@ from pydantic import ConfigDict, Field, model_validator
 from trainables.augment import COMPONENTS, VECTOR_COMPONENTS, parse_augmentation
 from trainables.text import ReadsText
 
-DATASETS = ("digits", "toy", "cifar10", "cifar100", "stl10", "imagefolder")
-ON_DISK_DATASETS = ("cifar10", "cifar100", "stl10", "imagefolder")
+DATASETS = (
+    "digits", "toy", "cifar10", "cifar100", "stl10", "imagefolder", "fashion_mnist", "mnist_idx",
+)  # fmt: skip
+# read from files under data_root (the rest are generated or come with scikit-learn)
+ON_DISK_DATASETS = ("cifar10", "cifar100", "stl10", "imagefolder", "fashion_mnist", "mnist_idx")
+# MNIST-format folders of four IDX files (trainables/idx.py), read offline: never downloaded
+IDX_DATASETS = ("fashion_mnist", "mnist_idx")
+# Debian's dataset-fashion-mnist (scripts/setup_data.sh installs it) puts the files here
+FASHION_MNIST_ROOT = "/usr/share/datasets/fashion-mnist"
+FASHION_MNIST_PACKAGE = "dataset-fashion-mnist"
+# where data_root=None points, for the datasets that have a default place; the field itself
+# stays None (user values are never rewritten): trainables.data resolves it
+DEFAULT_DATA_ROOTS = {"fashion_mnist": FASHION_MNIST_ROOT}
 REFERENCE_BATCH = 256
 
 
@@ -39,7 +50,10 @@ class TrialConfig(ReadsText):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
     # data
-    dataset: Literal["digits", "toy", "cifar10", "cifar100", "stl10", "imagefolder"] = "digits"
+    dataset: Literal[
+        "digits", "toy", "cifar10", "cifar100", "stl10", "imagefolder", "fashion_mnist",
+        "mnist_idx",
+    ] = "digits"  # fmt: skip
     data_root: str | None = None
     download: bool = False
     data_checksums: bool = True
@@ -143,8 +157,7 @@ class TrialConfig(ReadsText):
             )
         if self.objective == "align_uniform" and self.lam_t is None:
             raise ValueError("lam_t is required with objective='align_uniform' (λ·t, e.g. 2.0)")
-        if self.dataset in ON_DISK_DATASETS and not self.data_root:
-            raise ValueError(f"data_root is required for dataset={self.dataset!r}, got None")
+        self._check_data_root()
         if self.dataset == "toy":
             images_only = set(self.augmentation_components) - set(VECTOR_COMPONENTS)
             if images_only:
@@ -157,6 +170,27 @@ class TrialConfig(ReadsText):
                     f"encoder={self.encoder!r} needs images; dataset='toy' takes 'mlp'"
                 )
         return self
+
+    def _check_data_root(self) -> None:
+        """An on-disk dataset needs a folder unless it has a default one; IDX datasets are read
+        offline, so download=True (which would write into data_root) is refused for them."""
+        if (
+            self.dataset in ON_DISK_DATASETS
+            and not self.data_root
+            and self.dataset not in DEFAULT_DATA_ROOTS
+        ):
+            raise ValueError(f"data_root is required for dataset={self.dataset!r}, got None")
+        if self.dataset in IDX_DATASETS and self.download:
+            raise ValueError(
+                f"download=True: dataset={self.dataset!r} reads IDX files already on disk and "
+                "downloads nothing; set download: false and point data_root at the files"
+                + (
+                    f" (Debian's {FASHION_MNIST_PACKAGE} puts them in {FASHION_MNIST_ROOT}; "
+                    "bash scripts/setup_data.sh installs it)"
+                    if self.dataset == "fashion_mnist"
+                    else ""
+                )
+            )
 
     # ---- derived values: read-only, logged under derived/* ----
     @property
@@ -228,4 +262,4 @@ class TrialConfig(ReadsText):
         }
 
 
-__all__ = ["COMPONENTS", "DATASETS", "TrialConfig"]
+__all__ = ["COMPONENTS", "DATASETS", "FASHION_MNIST_ROOT", "TrialConfig"]

@@ -26,9 +26,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from trainables import idx as idx_files
 from trainables import remote
 from trainables.augment import ViewAugment, constant
-from trainables.config import TrialConfig
+from trainables.config import (
+    DEFAULT_DATA_ROOTS,
+    FASHION_MNIST_PACKAGE,
+    FASHION_MNIST_ROOT,
+    IDX_DATASETS,
+    ON_DISK_DATASETS,
+    TrialConfig,
+)
 
 # (mean, std) per channel of [0, 1] pixels, applied after augmentation.
 _NORMALISATION = {
@@ -37,6 +45,8 @@ _NORMALISATION = {
     "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
     "stl10": ((0.4467, 0.4398, 0.4066), (0.2603, 0.2566, 0.2713)),
     "imagefolder": ((0.5, 0.5, 0.5), (0.25, 0.25, 0.25)),
+    "fashion_mnist": ((0.2860,), (0.3530,)),
+    "mnist_idx": ((0.1307,), (0.3081,)),  # MNIST's own; another MNIST-format set differs a little
 }
 
 
@@ -85,12 +95,19 @@ class DataBundle:
 # ---------------------------------------------------------------------------------------------
 # loading
 # ---------------------------------------------------------------------------------------------
+def data_root(config: TrialConfig) -> str:
+    """``data_root`` as given, or where the dataset lives by default when it is None
+    (fashion_mnist: :data:`FASHION_MNIST_ROOT`, Debian's package folder). The config keeps the
+    user's None; this is the one place that resolves it."""
+    return config.data_root or DEFAULT_DATA_ROOTS.get(config.dataset, "")
+
+
 def data_dir(config: TrialConfig, listed: remote.Snapshot | None = None) -> Path:
-    """The local folder of ``data_root``: a plain path (``~`` expanded), the folder a
-    ``file://`` URI names, or for a bucket URI (``s3://…``, ``gs://…``) the node's cached copy of
-    its objects, downloaded first if this node has not got that content yet
+    """The local folder of ``data_root`` (:func:`data_root`): a plain path (``~`` expanded), the
+    folder a ``file://`` URI names, or for a bucket URI (``s3://…``, ``gs://…``) the node's cached
+    copy of its objects, downloaded first if this node has not got that content yet
     (:func:`trainables.remote.local_data_root`; ``listed``: a listing of it already taken)."""
-    root = config.data_root or ""
+    root = data_root(config)
     if remote.is_uri(root):
         return remote.local_data_root(root, listed)
     return Path(root).expanduser()
@@ -99,7 +116,7 @@ def data_dir(config: TrialConfig, listed: remote.Snapshot | None = None) -> Path
 def _listing(config: TrialConfig) -> remote.Snapshot | None:
     """A bucket ``data_root``'s listing (ValueError naming it when it cannot be listed or holds
     nothing); None for digits, toy and data in a local folder."""
-    if config.dataset in ("digits", "toy") or not remote.is_remote(config.data_root):
+    if config.dataset not in ON_DISK_DATASETS or not remote.is_remote(config.data_root):
         return None
     if config.download:
         raise ValueError(
@@ -111,19 +128,52 @@ def _listing(config: TrialConfig) -> remote.Snapshot | None:
 
 def check_data(config: TrialConfig) -> remote.Snapshot | None:
     """Raise ValueError naming ``data_root`` when an on-disk dataset is not where it should be.
-    A bucket URI is listed, not downloaded: it must be reachable and hold objects. Returns that
-    listing (None for a local folder)."""
-    if config.dataset in ("digits", "toy"):
+    A bucket URI is listed, not downloaded: it must be reachable and hold objects (for an IDX
+    dataset, its four files). Returns that listing (None for a local folder)."""
+    if config.dataset not in ON_DISK_DATASETS:
         return None
     if remote.is_remote(config.data_root):
-        return _listing(config)
+        listed = _listing(config)
+        if config.dataset in IDX_DATASETS:
+            _check_idx_files(config, set(listed.files), "the bucket's listing")
+        return listed
     root = data_dir(config)
+    if config.dataset in IDX_DATASETS:
+        if not root.is_dir():
+            raise _idx_refusal(config, "no such folder")
+        _check_idx_files(config, {p.name for p in root.iterdir() if p.is_file()}, "the folder")
+        return None
     if not root.is_dir() and not config.download:
         raise ValueError(
             f"data_root={config.data_root!r} does not exist or is not a directory "
             f"(dataset={config.dataset!r}, download=False)"
         )
     return None
+
+
+def _check_idx_files(config: TrialConfig, present: set[str], where: str) -> None:
+    """Refuse an IDX folder (or bucket prefix) that lacks one of the four files."""
+    absent = idx_files.missing(present)
+    if absent:
+        raise _idx_refusal(config, f"{where} lacks {', '.join(absent)}")
+
+
+def _idx_refusal(config: TrialConfig, problem: str) -> ValueError:
+    """The ValueError for an IDX dataset that is not there: data_root and its value (and the
+    default it stands for when None), the files expected, and where fashion_mnist's come from."""
+    value = f"data_root={config.data_root!r}"
+    if config.data_root is None:
+        value += f" (dataset={config.dataset!r} reads {data_root(config)!r} by default)"
+    hint = (
+        f"; Debian's package {FASHION_MNIST_PACKAGE} provides them in {FASHION_MNIST_ROOT} "
+        "(bash scripts/setup_data.sh installs it), or set data_root to a folder holding them"
+        if config.dataset == "fashion_mnist"
+        else "; set data_root to a folder (or bucket prefix) holding them"
+    )
+    return ValueError(
+        f"{value}: {problem}; dataset={config.dataset!r} expects the four IDX files "
+        f"{idx_files.expected_files()}{hint}"
+    )
 
 
 # The TrialConfig fields a dataset and its splits depend on (the key of the per-process cache).
@@ -147,14 +197,28 @@ def _files_stamp(root: Path) -> tuple:
 
 def data_key(config: TrialConfig, listed: remote.Snapshot | None = None) -> tuple:
     """What identifies the trial's dataset and splits: :data:`DATA_FIELDS`, and for data on
-    disk the size and modification time of every file under ``data_root``; for a bucket URI
+    disk the size and modification time of every file under ``data_root`` (of an IDX dataset,
+    the four files it reads: the folder may hold anything else); for a bucket URI
     the content key of its objects (``listed``, or a fresh listing: nothing is downloaded)."""
     key = tuple(getattr(config, name) for name in DATA_FIELDS)
-    if config.dataset in ("digits", "toy"):
+    if config.dataset not in ON_DISK_DATASETS:
         return key
     if remote.is_remote(config.data_root):
         return (*key, (listed or _listing(config)).key)
+    if config.dataset in IDX_DATASETS:  # the four files it reads, not the rest of the folder
+        return (*key, _idx_stamp(data_dir(config)))
     return (*key, _files_stamp(data_dir(config)))
+
+
+def _idx_stamp(root: Path) -> tuple:
+    """(path, size, mtime) of each IDX file a load reads from ``root``; (name, None) where
+    neither variant is there, so a file that appears later is a new dataset."""
+    stamp = []
+    for name in idx_files.NAMES:
+        path = idx_files.find(root, name)
+        stat = path.stat() if path else None
+        stamp.append((str(path), stat.st_size, stat.st_mtime_ns) if stat else (name, None))
+    return tuple(stamp)
 
 
 def load_data(config: TrialConfig) -> DataBundle:
@@ -173,13 +237,15 @@ def load_data(config: TrialConfig) -> DataBundle:
 
 
 def _load(config: TrialConfig, listed: remote.Snapshot | None = None) -> DataBundle:
-    if config.dataset in ("digits", "toy"):
+    if config.dataset not in ON_DISK_DATASETS:
         return (_digits if config.dataset == "digits" else _toy)(config)
     loader = {
         "cifar10": _torchvision_cifar,
         "cifar100": _torchvision_cifar,
         "stl10": _stl10,
         "imagefolder": _imagefolder,
+        "fashion_mnist": _idx_images,
+        "mnist_idx": _idx_images,
     }[config.dataset]
     return loader(config, data_dir(config, listed))
 
@@ -336,6 +402,23 @@ def _torchvision_cifar(config: TrialConfig, root: Path) -> DataBundle:
         to_tensor(train.data), torch.tensor(train.targets),
         to_tensor(test.data)[held], torch.tensor(test.targets)[held],
         probe, None, mean, std,
+    )  # fmt: skip
+
+
+def _idx_images(config: TrialConfig, root: Path) -> DataBundle:
+    """An MNIST-format folder (fashion_mnist, mnist_idx): the train files are the pretraining
+    rows, the t10k files the held-out pool, both subset by ``data_seed`` as CIFAR's are."""
+    train_x, train_y = idx_files.read_split(root, "train")
+    test_x, test_y = idx_files.read_split(root, "test")
+    held = _subset(len(test_y), config.heldout_size, "heldout", config.dataset, config.data_seed)
+    probe = _subset(
+        len(train_y), config.probe_train_size, "probe", config.dataset, config.data_seed
+    )
+    mean, std = _NORMALISATION[config.dataset]
+    train_x, train_y, test_x, test_y = map(torch.from_numpy, (train_x, train_y, test_x, test_y))
+    return DataBundle(
+        config.dataset, "image", train_x, train_y, test_x[held], test_y[held], probe, None,
+        mean, std,
     )  # fmt: skip
 
 

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Install Fashion-MNIST for `dataset: fashion_mnist` (and the tests that read the real files):
+# Debian's package dataset-fashion-mnist, which puts its four IDX files under
+# /usr/share/datasets/fashion-mnist/ (TrialConfig's default data_root for fashion_mnist). Nothing
+# is done where the four files are there already. Installing needs root: as root apt-get runs
+# directly, otherwise through sudo; with neither, or without apt-get, this fails saying what to
+# install. Nothing is downloaded from anywhere but the distribution's own archive.
+set -euo pipefail
+PACKAGE=dataset-fashion-mnist
+FOLDER=/usr/share/datasets/fashion-mnist
+FILES=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte)
+
+# the names of the four files (gzipped or plain) that are not under $FOLDER
+absent() {
+  local name
+  for name in "${FILES[@]}"; do
+    [ -f "$FOLDER/$name.gz" ] || [ -f "$FOLDER/$name" ] || echo "$name"
+  done
+}
+fail() {
+  echo "setup_data.sh: $*" >&2
+  echo "setup_data.sh: dataset: fashion_mnist reads ${FILES[*]} (each .gz or plain) from" \
+    "$FOLDER, which Debian's package $PACKAGE provides; install it, or copy the four files" \
+    "into a folder of your own and set data_root to it" >&2
+  exit 1
+}
+
+if [ -n "$(absent)" ]; then
+  if [ "$(id -u)" -eq 0 ]; then
+    SUDO=()
+  elif command -v sudo >/dev/null; then
+    SUDO=(sudo)
+  else
+    fail "installing $PACKAGE needs root, and this is user $(id -un) without sudo"
+  fi
+  command -v apt-get >/dev/null || fail "no apt-get here to install $PACKAGE"
+  echo "installing $PACKAGE with apt-get"
+  "${SUDO[@]}" apt-get update -qq
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends "$PACKAGE" >/dev/null || fail "apt-get could not install $PACKAGE"
+  missing=$(absent | paste -sd ' ')
+  [ -z "$missing" ] || fail "apt-get installed $PACKAGE, but $FOLDER still lacks: $missing"
+fi
+echo "data ok: Fashion-MNIST in $FOLDER ($(ls "$FOLDER" | paste -sd " "))"
