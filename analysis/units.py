@@ -26,8 +26,8 @@ def level(metric: str, value: float) -> str:
 def amount(metric: str, value: float) -> str:
     """The size of a difference in ``metric`` (unsigned): 2.8 points for an accuracy."""
     if is_accuracy(metric):
-        points = abs(value) * 100
-        return f"{points:.2g} point" + ("" if points == 1 else "s")
+        shown = f"{abs(value) * 100:.2g}"
+        return f"{shown} point" + ("" if shown == "1" else "s")
     return f"{abs(value):.3g}"
 
 

@@ -90,10 +90,12 @@ def measure_for_study(spec: StudySpec, design, record, parent_id: str, quiet: bo
     parent = record.client.get_run(parent_id)
     if parent.data.tags.get(BASELINES_TAG) == text:  # a resumed study: logged already
         return
+    now = int(time.time() * 1000)
     metrics = [
-        Metric(metric_name(kind, name), value, int(time.time() * 1000), 0)
+        Metric(key, value, now, _free_step(record.client, parent, key))
         for kind, baseline in found.items()
         for name, value in sorted(baseline.metrics.items())
+        for key in [metric_name(kind, name)]
     ]
     record.client.log_batch(parent_id, metrics=metrics, tags=[RunTag(BASELINES_TAG, text)])
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,6 +106,14 @@ def measure_for_study(spec: StudySpec, design, record, parent_id: str, quiet: bo
     if not quiet:
         took = time.perf_counter() - t0
         print(f"baselines ({', '.join(found)}) measured in {took:.1f} s: {summary(found)}")
+
+
+def _free_step(client, parent, key: str) -> int:
+    """Step 0, or one past the last step of ``key`` when the parent has it already (baselines
+    measured again, differently: a new row, never a second value at the same step)."""
+    if key not in parent.data.metrics:
+        return 0
+    return max(int(m.step) for m in client.get_metric_history(parent.info.run_id, key)) + 1
 
 
 def summary(found: dict[str, Baseline], metric: str = "probe/knn_top1_h") -> str:

@@ -195,3 +195,57 @@ def test_float64_features_give_the_same_raw_probe(cache):
                    k=config.knn_k, temperature=config.knn_temperature, num_classes=10)  # fmt: skip
     assert math.isclose(found.metrics["probe/knn_top1_h"], knn, abs_tol=1 / len(held))
     assert torch.equal(bl.flat_inputs(data, data.heldout_x[:2]), data.heldout_x[:2].flatten(1))
+
+
+def test_every_baseline_name_is_one_mlflow_accepts():
+    """MLflow refuses names with characters outside [A-Za-z0-9_.- /] and with '//'
+    (verl-project/verl#4446, open-mmlab/mmdetection#10258); every name a baseline logs under
+    passes its own validation."""
+    from mlflow.utils.validation import _validate_metric_name
+
+    from trainables.train import evaluation_metrics
+
+    config = TrialConfig(**SMALL)
+    names = [n for n in evaluation_metrics(config) if n.startswith(bl.PREFIXES)]
+    for kind in bl.KINDS:
+        for name in names:
+            key = bl.metric_name(kind, name)
+            _validate_metric_name(key)
+            assert "//" not in key and len(key) <= 250
+
+
+def test_the_parent_gets_them_once_and_a_new_measurement_never_overwrites_a_step(
+    tmp_path, cache, monkeypatch
+):
+    """On a real SQLite store: measured and logged once; the same again logs nothing (a resumed
+    study); a different measurement (the cache cleared, another machine) goes one step further,
+    never a second value at step 0 (ludwig-ai/ludwig#3670: duplicate metrics per step)."""
+    from studykit import duplicated_metric_rows
+
+    from search_spaces.designs import build_design
+    from study.baselines import measure_for_study
+    from study.record import StudyRecord
+    from study.runner import smoke_spec
+
+    spec = smoke_spec(load_spec(None))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    record = StudyRecord(uri, spec.study)
+    design = build_design(spec)
+    parent = record.start_parent(spec, design, "")
+    fake = {"raw": 0.5}
+    measured = lambda c, s: bl.Baseline("raw", {"probe/knn_top1_h": fake["raw"]})  # noqa: E731
+    monkeypatch.setitem(bl.MEASURES, "raw", measured)
+    spec = spec.model_copy(update={"baselines": ("raw",)})
+    for _ in range(2):
+        measure_for_study(spec, design, record, parent, quiet=True)
+    key = "baseline/raw/probe/knn_top1_h"
+    history = record.client.get_metric_history(parent, key)
+    assert [(m.step, m.value) for m in history] == [(0, 0.5)]
+    fake["raw"] = 0.6
+    for path in cache.iterdir():
+        path.unlink()
+    measure_for_study(spec, design, record, parent, quiet=True)
+    history = record.client.get_metric_history(parent, key)
+    assert sorted((m.step, m.value) for m in history) == [(0, 0.5), (1, 0.6)]
+    assert duplicated_metric_rows(tmp_path / "mlflow.db") == []
+    assert '"probe/knn_top1_h": 0.6' in record.client.get_run(parent).data.tags["study.baselines"]

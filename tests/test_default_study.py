@@ -214,3 +214,45 @@ def test_the_default_study_measures_beyond_global_averages(default_study):
     gate = {g["number"]: g["status"] for g in json.loads((report / "evidence.json").read_text())
             ["gate"]}  # fmt: skip
     assert gate[8] in ("pass", "fail") and gate[12] in ("pass", "fail"), gate
+
+
+@pytest.mark.slow
+def test_the_default_study_says_where_its_best_point_stands_against_its_baselines(default_study):
+    """The raw input and a random-init encoder, scored by the trials' own probes on the same
+    split, stand beside the best point in the terminal, the parent's description, report.html
+    and report.json, with numbers and a verdict that follows from the interval."""
+    from search_spaces.spec import load_spec
+    from trainables.config import TrialConfig
+    from trainables.data import load_data
+    from trainables.probes import knn_top1
+
+    folder, stdout, _ = default_study
+    report = folder / "studies" / NAME / "report"
+    summary = json.loads((report / "report.json").read_text())
+    baselines = summary["baselines"]
+    assert list(baselines) == ["raw", "random_init"]
+    config = TrialConfig(**load_spec(None).trial)
+    data = load_data(config)
+    train_x = data.train_x[data.probe_index].flatten(1)
+    knn = knn_top1(train_x, data.train_y[data.probe_index], data.heldout_x.flatten(1),
+                   data.heldout_y, k=config.knn_k, temperature=config.knn_temperature,
+                   num_classes=10)  # fmt: skip
+    raw = baselines["raw"]["metrics"]["probe/knn_top1_h"]
+    assert raw == pytest.approx(knn, abs=1e-12)
+    assert baselines["random_init"]["seeds"] == [0, 1]
+    against = summary["headline"]["against_baselines"]
+    assert against.startswith("Against the baselines, it ")
+    assert f"the raw input ({raw * 100:.1f}%" in against
+    random_init = baselines["random_init"]["metrics"]["probe/knn_top1_h"]
+    assert f"a random-init encoder ({random_init * 100:.1f}%, mean of seeds 0, 1" in against
+    best = summary["headline"]["best"]
+    assert any(line.startswith(best) and line.endswith(against) for line in stdout.splitlines())
+    for entry in baselines.values():
+        standing = entry["standing"]
+        assert standing["sentence"] in against
+        assert standing["verdict"] in ("beat", "did not beat", "within")  # 2 replicates
+    parent = parent_runs(uri(folder), NAME)[0]
+    assert f"**Against the baselines.** {against}" in parent.data.tags["mlflow.note.content"]
+    assert parent.data.metrics["baseline/raw/probe/knn_top1_h"] == pytest.approx(raw, abs=1e-12)
+    html = (report / "report.html").read_text()
+    assert '<h2 id="baselines">Baselines</h2>' in html and 'href="#baselines"' in html

@@ -204,3 +204,36 @@ def test_a_tiny_trial_on_written_idx_files(tmp_path):
     )  # fmt: skip
     assert result["status"] == "finished" and result["examples_seen"] == 128
     assert 0 <= result["probe/knn_top1_h"] <= 1
+
+
+# ---------------------------------------------------------------------------------------------
+# failures reported against other MNIST readers, replayed here
+# ---------------------------------------------------------------------------------------------
+def test_gzip_bytes_under_a_plain_name_are_read_by_their_magic(tmp_path):
+    """A file that starts with 1F 8B where 00 00 08 03 was expected (tolstikhin/adagan#1: a
+    .gz saved without its suffix) is gunzipped, not refused as a broken header."""
+    folder = idx.write_idx(tmp_path, 30, 20, gz=True)
+    for name in idx.NAMES:
+        (folder / f"{name}.gz").rename(folder / name)
+    check_data(mnist(folder))
+    assert load_data(mnist(folder)).train_x.shape == (30, 1, 28, 28)
+
+
+@pytest.mark.parametrize("content", [b"", b"\x1f\x8b\x08\x00broken", b"\0\0\x08"])
+def test_an_empty_or_broken_file_is_refused_at_the_preflight_naming_it(tmp_path, content):
+    """datapythonista/mnist#19 ('file empty or does not contain a full header') and a gzip
+    stream that ends early: refused by check_data, before anything is recorded, naming
+    data_root and the file."""
+    folder = idx.write_idx(tmp_path, 30, 20, gz=False)
+    bad = folder / "t10k-labels-idx1-ubyte"
+    bad.write_bytes(content)
+    with pytest.raises(ValueError, match=rf"data_root=.*{bad}: (not an IDX|not a readable gzip)"):
+        check_data(mnist(folder))
+
+
+def test_labels_that_do_not_match_the_images_are_refused_at_the_preflight(tmp_path):
+    folder = idx.write_idx(tmp_path / "a", 30, 20, gz=False)
+    other = idx.write_idx(tmp_path / "b", 30, 25, gz=False)
+    (other / "t10k-labels-idx1-ubyte").replace(folder / "t10k-labels-idx1-ubyte")
+    with pytest.raises(ValueError, match=r"holds 20 images but .*t10k-labels-idx1-ubyte holds 25"):
+        check_data(mnist(folder))

@@ -445,6 +445,30 @@ def test_probe_vs_temperature_lines_per_batch_size_and_single_line():
     assert [t.get_text() for t in fig.axes[1].get_legend().get_texts()] == ["all trials"]
 
 
+def test_probe_figures_draw_the_baselines_as_labelled_reference_lines():
+    df = _default_frame()
+    df.attrs["baselines"] = {
+        "raw": {"metrics": {"probe/knn_top1_h": 0.98}, "seeds": []},
+        "random_init": {"metrics": {"probe/knn_top1_h": 0.947, "probe/knn_top1_z": 0.9},
+                        "seeds": [0, 1]},
+    }  # fmt: skip
+    fig = probe_vs_temperature(df, "knn")
+    h, z = fig.axes[:2]
+
+    def references(ax) -> dict[str, float]:
+        return {line.get_label(): line.get_ydata()[0] for line in ax.get_lines()
+                if line.get_linestyle() in (":", "--") and line.get_color() == "0.35"}  # fmt: skip
+
+    assert references(h) == {"raw input 98.0%": 0.98, "random-init 94.7%": 0.947}
+    # on z the raw input (no head) is its h score; the random-init encoder its own z score
+    assert references(z) == {"raw input 98.0%": 0.98, "random-init 90.0%": 0.9}
+    legend = [t.get_text() for t in h.get_legend().get_texts()]
+    assert "raw input 98.0%" in legend and "random-init 94.7%" in legend
+    effects = main_effects(df, "probe/knn_top1_h")
+    assert all(references(ax) for ax in effects.axes if ax.get_xlabel())
+    assert not references(main_effects(df, "z/uniform").axes[0])  # the raw input has no z/
+
+
 def test_probe_table_per_batch_size_or_over_all_trials():
     df = _default_frame()
     by_batch = probe_table(df, "knn", "z")

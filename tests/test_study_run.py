@@ -62,11 +62,32 @@ def test_default_smoke_study_records_everything_once(workdir, ray_tmp):
     assert frame["examples_seen"].nunique() == 1
     assert set(frame["status"]) == {"finished"}
     assert {"temperature", "batch_size", "derived.steps", "z/uniform", "wall_s"} <= set(frame)
+    _assert_baselines_on_the_parent(uri, name, parents[0], outcome.results)
 
     # running it again resumes: nothing is missing, so nothing runs and nothing is duplicated
     again = run_study(None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True)
     assert again.launched == 0 and len(child_runs(uri, name)) == 4
     assert duplicated_metric_rows(workdir / "mlflow.db") == []
+
+
+def _assert_baselines_on_the_parent(uri: str, name: str, parent, results) -> None:
+    """The default baselines, measured once: metrics on the parent named after the trials'
+    (the raw input under the _h names only), the same values in the results table's metadata."""
+    from analysis.load import read_results
+
+    metrics = parent.data.metrics
+    for name_ in ("probe/knn_top1_h", "probe/linear_top1_h"):
+        assert 0 < metrics[f"baseline/raw/{name_}"] <= 1
+        assert 0 < metrics[f"baseline/random_init/{name_}"] <= 1
+    assert "baseline/raw/probe/knn_top1_z" not in metrics and "baseline/raw/z/align" not in metrics
+    assert "baseline/random_init/z/align" in metrics and "baseline/supervised/" not in str(metrics)
+    recorded = read_results(results).attrs["baselines"]
+    assert set(recorded) == {"raw", "random_init"} and recorded["random_init"]["seeds"] == [0]
+    for kind, entry in recorded.items():
+        for metric, value in entry["metrics"].items():
+            assert metrics[f"baseline/{kind}/{metric}"] == pytest.approx(value, abs=1e-12)
+    artifacts = {a.path for a in MlflowClient(uri).list_artifacts(parent.info.run_id)}
+    assert "baselines.json" in artifacts
 
 
 def _assert_made_for_review(uri: str, name: str, parent, children: list) -> None:
@@ -101,8 +122,13 @@ def _assert_made_for_review(uri: str, name: str, parent, children: list) -> None
 
 def test_changed_study_file_is_refused_with_the_difference(workdir, ray_tmp):
     uri = sqlite_uri(workdir)
-    spec = write_spec(workdir / "s.yaml", "changes", factors={"temperature": {"levels": [0.2]}})
+    spec = write_spec(workdir / "s.yaml", "changes", factors={"temperature": {"levels": [0.2]}},
+                      baselines=[])  # fmt: skip
     run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+    # baselines: [] measures none: no baseline metric on the parent, none in the results
+    (parent,) = parent_runs(uri, "changes")
+    assert not [m for m in parent.data.metrics if m.startswith("baseline/")]
+    assert "study.baselines" not in parent.data.tags
     data = yaml.safe_load(spec.read_text())
     data["factors"]["temperature"]["levels"] = [0.3]
     data["description"] = "a new description alone would not count"

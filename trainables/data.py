@@ -142,6 +142,10 @@ def check_data(config: TrialConfig) -> remote.Snapshot | None:
         if not root.is_dir():
             raise _idx_refusal(config, "no such folder")
         _check_idx_files(config, {p.name for p in root.iterdir() if p.is_file()}, "the folder")
+        try:
+            idx_files.check_headers(root)
+        except ValueError as err:
+            raise _idx_refusal(config, str(err)) from None
         return None
     if not root.is_dir() and not config.download:
         raise ValueError(
@@ -405,9 +409,25 @@ def _torchvision_cifar(config: TrialConfig, root: Path) -> DataBundle:
     )  # fmt: skip
 
 
+def resized(images: Tensor, size: int | None, chunk: int = 8192) -> Tensor:
+    """(N, C, H, W) uint8 images at ``size`` × ``size`` (area averaging down, bilinear up),
+    rounded back to uint8; unchanged when ``size`` is None or already theirs. Done once at load:
+    a CPU study can train on 14 × 14 Fashion-MNIST at a quarter of the cost of 28 × 28."""
+    if size is None or tuple(images.shape[-2:]) == (size, size):
+        return images
+    mode = "area" if size < images.shape[-1] else "bilinear"
+    parts = []
+    for a in range(0, len(images), chunk):
+        x = images[a : a + chunk].float()
+        y = torch.nn.functional.interpolate(x, size=(size, size), mode=mode)
+        parts.append(y.round_().clamp_(0, 255).to(torch.uint8))
+    return torch.cat(parts)
+
+
 def _idx_images(config: TrialConfig, root: Path) -> DataBundle:
     """An MNIST-format folder (fashion_mnist, mnist_idx): the train files are the pretraining
-    rows, the t10k files the held-out pool, both subset by ``data_seed`` as CIFAR's are."""
+    rows, the t10k files the held-out pool, both subset by ``data_seed`` as CIFAR's are.
+    ``image_size`` resizes every image once (:func:`resized`); the default keeps 28 × 28."""
     train_x, train_y = idx_files.read_split(root, "train")
     test_x, test_y = idx_files.read_split(root, "test")
     held = _subset(len(test_y), config.heldout_size, "heldout", config.dataset, config.data_seed)
@@ -416,6 +436,7 @@ def _idx_images(config: TrialConfig, root: Path) -> DataBundle:
     )
     mean, std = _NORMALISATION[config.dataset]
     train_x, train_y, test_x, test_y = map(torch.from_numpy, (train_x, train_y, test_x, test_y))
+    train_x, test_x = resized(train_x, config.image_size), resized(test_x, config.image_size)
     return DataBundle(
         config.dataset, "image", train_x, train_y, test_x[held], test_y[held], probe, None,
         mean, std,

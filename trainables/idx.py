@@ -112,6 +112,50 @@ def read_split(folder: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
     return images[:, None], labels.astype(np.int64)
 
 
+def header(path: Path) -> tuple[int, tuple[int, ...]]:
+    """(type code, dimensions) of the IDX file ``path``, read from its first bytes only (through
+    gzip when it is gzip, by its magic): cheap enough for a preflight. ValueError naming the file
+    when the header is malformed."""
+    path = Path(path)
+    with open(path, "rb") as f:
+        gz = f.read(2) == _GZIP_MAGIC
+    try:
+        with gzip.open(path, "rb") if gz else open(path, "rb") as f:
+            head = f.read(4)
+            if len(head) < 4 or head[:2] != b"\0\0":
+                raise ValueError(f"{path}: not an IDX file (its first two bytes must be zero)")
+            code, ndim = head[2], head[3]
+            dims = f.read(4 * ndim)
+    except (OSError, EOFError) as err:  # BadGzipFile is an OSError
+        raise ValueError(f"{path}: not a readable gzip file ({err})") from None
+    if code not in DTYPES:
+        raise ValueError(f"{path}: unknown IDX type code 0x{code:02X}")
+    if ndim == 0 or len(dims) < 4 * ndim:
+        raise ValueError(f"{path}: IDX header says {ndim} dimensions; the file is too short")
+    return code, tuple(int(d) for d in np.frombuffer(dims, ">u4", ndim))
+
+
+def check_headers(folder: Path) -> None:
+    """The preflight's look at an MNIST-format folder: each split's images are 3-D and its labels
+    1-D unsigned bytes, and they count the same rows (the data themselves are read at load)."""
+    for split, (images_name, labels_name) in FILES.items():
+        paths = [find(folder, images_name), find(folder, labels_name)]
+        if None in paths:
+            raise ValueError(f"{folder}: the {split} split lacks {images_name} or {labels_name}")
+        heads = [header(path) for path in paths]
+        for path, (code, dims), ndim in zip(paths, heads, (3, 1), strict=True):
+            if code != 0x08 or len(dims) != ndim:
+                raise ValueError(
+                    f"{path}: expected {ndim}-D unsigned bytes (type 0x08), got {len(dims)}-D "
+                    f"type 0x{code:02X}"
+                )
+        if heads[0][1][0] != heads[1][1][0]:
+            raise ValueError(
+                f"{paths[0]} holds {heads[0][1][0]} images but {paths[1]} holds "
+                f"{heads[1][1][0]} labels"
+            )
+
+
 def encode(array: np.ndarray) -> bytes:
     """An array -> the bytes of its IDX file (the inverse of :func:`decode`)."""
     code = {dtype: code for code, dtype in DTYPES.items()}[array.dtype.newbyteorder(">")]
