@@ -19,6 +19,8 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
+from analysis.units import bounds
+
 FINISHED = "finished"
 MODES = ("max", "min")
 
@@ -31,7 +33,8 @@ class BestPoint:
     values (factor -> value, as the results table holds them); ``metric`` and ``mode``: the
     target it is best for; ``n``: its finished replicates with a value of the metric; ``mean``:
     their mean, in the metric's own units; ``ci_low`` and ``ci_high``: the 95 % t interval of
-    that mean, None when ``n`` < 2; ``finished``: finished trials in the whole table;
+    that mean (cut to the metric's bounds, [0, 1] for an accuracy: a t interval is symmetric and
+    can cross them), None when ``n`` < 2; ``finished``: finished trials in the whole table;
     ``points``: design points with at least one finished value.
     """
 
@@ -119,6 +122,9 @@ def best_point(
     sign = -1.0 if mode == "max" else 1.0
     mean, n, point_id, rows = min(candidates, key=lambda c: (sign * c[0], -c[1], c[2]))
     low, high = t_interval(rows["_value"].tolist(), level)
+    limits = bounds(metric)
+    if limits is not None and low is not None:  # an accuracy's interval stays within [0, 1]
+        low, high = max(low, limits[0]), min(high, limits[1])
     first = rows.iloc[0]
     chosen = {name: _plain(first[name]) for name in factors if name in rows.columns}
     return BestPoint(

@@ -27,6 +27,9 @@ from typing import Literal
 
 import pandas as pd
 
+from analysis.baselines import NAMES as BASELINE_NAMES
+from analysis.baselines import baselines_of, counterpart
+
 GateStatus = Literal["pass", "fail", "not measured"]
 GATE_STATUSES: tuple[str, ...] = ("pass", "fail", "not measured")
 NOT_MEASURED = "not measured"
@@ -699,10 +702,28 @@ def transfer(df: pd.DataFrame, attrs: dict) -> str | Table:
         return f"{NOT_MEASURED}: no finished trial records a probe."
     caption = (
         "Linear and kNN probes on held-out labels (few-shot and fine-tuned transfer: "
-        f"{NOT_MEASURED}). Best point by mean over its replicates:"
+        f"{NOT_MEASURED}). Best point by mean over its replicates, beside the study's "
+        "baselines scored by the same probes on the same split (the raw input answers a z "
+        "probe with its h score):"
     )
-    cols = ("probe", "best point", "mean ± sd over replicates", "all finished trials")
+    kinds = tuple(baselines_of(df))
+    cols = ("probe", "best point", "mean ± sd over replicates", "all finished trials",
+            *(BASELINE_NAMES.get(k, k) for k in kinds))  # fmt: skip
+    if not kinds:
+        caption += f" baselines {NOT_MEASURED} (baselines: [] or a study recorded before them)."
+    rows = [(*row, *_baseline_cells(df, row[0], kinds)) for row in rows]
     return Table(cols, tuple(rows), caption)
+
+
+def _baseline_cells(df: pd.DataFrame, probe: str, kinds: tuple[str, ...]) -> tuple[str, ...]:
+    """Each baseline's score on ``probe`` (as recorded, a fraction), or not measured."""
+    found = baselines_of(df)
+    cells = []
+    for kind in kinds:
+        metrics = found[kind].get("metrics") or {}
+        name = counterpart(kind, probe, metrics)
+        cells.append(NOT_MEASURED if name is None else f"{float(metrics[name]):.3f}")
+    return tuple(cells)
 
 
 def _transfer_row(done: pd.DataFrame, probe: str, attrs: dict) -> tuple[str, ...] | None:

@@ -247,6 +247,9 @@ def _nothing_detected(fit: ResponseFit) -> str:
         if e.detectable is not None
     )
     detectable = f" (smallest detectable at 80% power: {sizes})" if sizes else ""
+    if fit.surface is not None and fit.surface.exact:
+        detectable = (" (the model reproduces every trial: no residual degrees of freedom to "
+                      "test against; replicate the points)")  # fmt: skip
     return f"No factor has a detectable effect on {fit.response}{detectable}."
 
 

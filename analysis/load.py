@@ -65,8 +65,13 @@ def load_study(name: str, tracking_uri: str | None = None) -> pd.DataFrame:
 
 
 def _uri(tracking_uri: str | None) -> str:
-    """The embedded store in the working directory unless a URI is given."""
-    return tracking_uri or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+    """The embedded store in the working directory unless a URI is given. Reading never
+    creates a store: an embedded one whose file is not there is a LookupError naming it (an
+    MlflowClient on it would write an empty database there)."""
+    uri = tracking_uri or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
+        raise LookupError(f"there is no MLflow store at {uri} (nothing was created there)")
+    return uri
 
 
 def load_history(

@@ -41,7 +41,7 @@ from analysis.surface import (
     factor_effects,
     fit_response_surface,
 )
-from analysis.units import amount, level
+from analysis.units import amount, bounds, level
 
 if TYPE_CHECKING:
     from analysis.headline import Headline
@@ -241,10 +241,10 @@ def _signed(response: str, value: float) -> str:
 
 def _effect_sentence(e: Effect, detected: bool) -> str:
     change = e.change[0].upper() + e.change[1:]
-    if e.std_err is None:
-        verb = "raises" if e.estimate > 0 else "lowers"
-        return (f"{change} {verb} {e.response} by {_amount(e.response, e.estimate)} (the model "
-                "reproduces every trial: no interval).")  # fmt: skip
+    if e.std_err is None:  # no residual degrees of freedom: an estimate, never a finding
+        return (f"{change}: estimated at {_signed(e.response, e.estimate)} on {e.response}, not "
+                "tested: the model reproduces every trial (no residual degrees of freedom), so "
+                "there is no error to test it against; replicate the points.")  # fmt: skip
     p = "n/a" if e.p_adjusted is None else f"{e.p_adjusted:.2g}"
     if detected:
         verb = "raises" if e.estimate > 0 else "lowers"
@@ -269,7 +269,8 @@ def findings(fit: ResponseFit) -> Findings | None:
     flat = s.optimum is None
     weak = s.model_p is not None and s.model_p > ALPHA
     unpredictive = math.isfinite(s.pred_r2) and s.pred_r2 <= 0
-    beats_mean = not (flat or weak or unpredictive)
+    # a model that reproduces every trial has no error: nothing is tested, nothing is found
+    beats_mean = not (flat or weak or unpredictive or s.exact)
     evidence = (f"model F test p = {_num(s.model_p, '.2g')}, predicted R² = "
                 f"{_num(s.pred_r2, '.2f')}")  # fmt: skip
     block = None
@@ -289,20 +290,26 @@ def findings(fit: ResponseFit) -> Findings | None:
         why = f"the model does not beat the mean ({evidence})"
         if flat:
             why = "the fitted surface is flat"
+        if s.exact:
+            why = ("the model reproduces every trial, so no residual degrees of freedom are left "
+                   "to test an effect against; replicate the points")  # fmt: skip
+            untested = tuple(_effect_sentence(e, False) for e in effects)
+            return Findings(s.response, False, f"No effect on {s.response} can be tested: {why}.",
+                            (), untested, None, block, effects)  # fmt: skip
         headline = (f"No factor has a detectable effect on {s.response}: {why}."
                     + (f" The smallest effects this study could have detected at {POWER:.0%} "
                        f"power, from its own error: {sizes}." if sizes else ""))  # fmt: skip
         return Findings(s.response, False, headline, (), (), None, block, effects)
-    detected = [e for e in effects if e.std_err is None or
-                (e.p_adjusted is not None and e.p_adjusted <= ALPHA)]  # fmt: skip
+    detected = [e for e in effects if e.p_adjusted is not None and e.p_adjusted <= ALPHA]
     found = tuple(_effect_sentence(e, True) for e in detected)
     missed = tuple(_effect_sentence(e, False) for e in effects if e not in detected)
     headline = f"The model of {s.response} beats the mean ({evidence})."
     point = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
                       for k, v in s.optimum.items())  # fmt: skip
+    limits = bounds(s.response) or (-math.inf, math.inf)  # an accuracy's stays in [0, 1]
     ci = ("no confidence interval: see the notes" if s.interval is None
-          else f"95% CI {_level(s.response, s.interval[0])} … "
-               f"{_level(s.response, s.interval[1])}")  # fmt: skip
+          else f"95% CI {_level(s.response, max(s.interval[0], limits[0]))} … "
+               f"{_level(s.response, min(s.interval[1], limits[1]))}")  # fmt: skip
     optimum = (f"Predicted optimum in the design region: {point} → "
                f"{_level(s.response, s.predicted)} ({ci}).")  # fmt: skip
     return Findings(s.response, True, headline, found, missed, optimum, block, effects,

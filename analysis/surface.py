@@ -40,6 +40,7 @@ Every such case is named in ``notes``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -793,22 +794,49 @@ def _contrast(surface: ResponseSurface, high: dict, low: dict) -> np.ndarray:
     return np.mean(rows, axis=0)
 
 
+def t_test_power(ncp: float, df: int, alpha: float = 0.05) -> float:
+    """The power of a two-sided t test at level ``alpha`` on ``df`` degrees of freedom when the
+    true |effect| / se is ``ncp``: P(|T| > t_crit) for T = (Z + ncp) / sqrt(V / df), Z standard
+    normal and V chi-squared on ``df``: scipy's noncentral t, or where that returns NaN (its far
+    tail at 1 df) the same probability integrated over V."""
+    from scipy import integrate, stats
+
+    crit = float(stats.t.ppf(1 - alpha / 2, df))
+    fast = float(stats.nct.sf(crit, df, ncp) + stats.nct.cdf(-crit, df, ncp))
+    if math.isfinite(fast) and 0 <= fast <= 1:
+        return fast
+
+    def rejects(v: float) -> float:
+        edge = crit * math.sqrt(v / df)
+        return float(stats.norm.sf(edge - ncp) + stats.norm.cdf(-edge - ncp))
+
+    value, _ = integrate.quad(lambda v: rejects(v) * stats.chi2.pdf(v, df), 0, np.inf, limit=200)
+    return float(value)
+
+
+@functools.lru_cache(maxsize=4096)
 def noncentrality(df: int, alpha: float = 0.05, power: float = 0.8) -> float:
     """The |effect| / se that a two-sided t test on ``df`` degrees of freedom detects at
-    ``power`` (statsmodels' TTestPower: effect size d with nobs = df + 1, times sqrt(nobs)).
+    ``power``: the root of :func:`t_test_power` (the noncentral t, as statsmodels' TTestPower
+    computes it). Solved here with a bracket that widens until it holds the root, because
+    statsmodels' own solver stops at effect size 10 and so returns the same size (14.14 at
+    1 df) for every power above the one it reaches there; power rises with the noncentrality,
+    so the root is unique and a larger power always needs a larger effect.
 
     Raises:
-        ValueError: ``df`` below 1.
+        ValueError: ``df`` below 1, or ``alpha`` or ``power`` outside (0, 1) or ``power`` not
+            above ``alpha`` (a test with no effect already has power ``alpha``).
     """
-    from statsmodels.stats.power import TTestPower
+    from scipy.optimize import brentq
 
     if df < 1:
         raise ValueError(f"df must be at least 1, got {df}")
-    d = TTestPower().solve_power(
-        effect_size=None, nobs=df + 1, alpha=alpha, power=power, alternative="two-sided"
-    )
-    # solve_power returns a scalar or, when its root finder falls back, a 1-element array
-    return float(np.ravel(d)[0]) * math.sqrt(df + 1)
+    if not (0 < alpha < 1 and alpha < power < 1):
+        raise ValueError(f"need 0 < alpha < power < 1, got alpha {alpha} and power {power}")
+    high = 1.0
+    while t_test_power(high, df, alpha) < power:
+        high *= 2
+    return float(brentq(lambda n: t_test_power(n, df, alpha) - power, 0.0, high, xtol=1e-10))
 
 
 def factor_effects(

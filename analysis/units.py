@@ -16,6 +16,11 @@ def is_accuracy(metric: str) -> bool:
     return metric.startswith("probe/") or "top1" in metric
 
 
+def bounds(metric: str) -> tuple[float, float] | None:
+    """The values ``metric`` can take, when it is bounded: [0, 1] for an accuracy."""
+    return (0.0, 1.0) if is_accuracy(metric) else None
+
+
 def level(metric: str, value: float) -> str:
     """A value of ``metric`` as a person reads it: 97.5% for an accuracy, else 4 digits."""
     if is_accuracy(metric):

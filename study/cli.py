@@ -80,7 +80,10 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
     if tracking_uri is None and not (uri.startswith("sqlite:///") and store_exists(uri)):
         return {}, ""
     try:
-        record = StudyRecord(uri, spec.study)
+        try:
+            record = StudyRecord.existing(uri, spec.study)  # plan only reads: nothing created
+        except LookupError:
+            return {}, ""
         if record.parent() is None:
             return {}, ""
         df = results_frame(results_table(record))
@@ -242,19 +245,18 @@ def status(
 
 
 def _existing(name: str, uri: str):
-    """The record of a study that exists and can be read; otherwise exit 2 saying why."""
-    from mlflow.tracking import MlflowClient
-
+    """The record of a study that exists and can be read; otherwise exit 2 saying why (and
+    which studies the store holds). Nothing is written: no store, no experiment is created."""
     from study.record import StudyRecord, check_store, check_tracking_uri
 
     try:
         check_tracking_uri(uri)
-        check_store(uri, name)
-        if MlflowClient(uri).get_experiment_by_name(name) is None:
-            raise StudyError(f"no study named {name!r} in {uri}")
-        record = StudyRecord(uri, name)
+        check_store(uri, name)  # reads only; an embedded store that is not there stays absent
+        record = StudyRecord.existing(uri, name)
         if record.parent() is None:
             raise StudyError(f"no study named {name!r} in {uri}: its experiment has no runs")
+    except LookupError as err:
+        _fail(StudyError(str(err)))
     except StudyError as err:
         _fail(err)
     return record
@@ -331,7 +333,7 @@ def _surface_for(df, metric: str):
         raise StudyError(f"--metric {metric!r} is not a result of this study; it has {numeric}")
     fit = fit_best_supported(df, metric, blocks=common_seed_blocks(df))
     if fit.surface is None:
-        raise StudyError(f"--metric {metric!r}: nothing to plan from ({fit.notes})")
+        raise StudyError(f"--metric {metric!r}: nothing to plan from ({fit.reason})")
     return fit.surface
 
 

@@ -144,6 +144,34 @@ def store_exists(uri: str) -> bool:
     return True
 
 
+def recorded_studies(uri: str) -> list[str]:
+    """The names of the studies a store holds (active experiments with a parent run), read
+    without writing: an embedded store that does not exist holds none."""
+    if not store_exists(uri):
+        return []
+    client = MlflowClient(uri)
+    names = []
+    for experiment in client.search_experiments(view_type=ViewType.ACTIVE_ONLY):
+        if study_runs(client, experiment.experiment_id, PARENT):
+            names.append(experiment.name)
+    return sorted(names)
+
+
+def unknown_study(uri: str, study: str) -> str:
+    """Why ``study`` cannot be read from ``uri``, and what is there instead: no store at all,
+    or the studies it does hold (the closest first, as a 'did you mean')."""
+    if not store_exists(uri):
+        return (f"no study named {study!r}: there is no MLflow store at {uri} (nothing was "
+                "created); run the study first, or give the store it was recorded in with "
+                "--tracking-uri")  # fmt: skip
+    held = recorded_studies(uri)
+    if not held:
+        return f"no study named {study!r} in {uri}: it holds no study"
+    close = difflib.get_close_matches(study, held, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"no study named {study!r} in {uri}{hint} It holds: {', '.join(held)}"
+
+
 def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
     """The tracking store's state for this study, read without writing anything; True when the
     study is already recorded (it has a parent run), False for a study new to this store.
@@ -545,6 +573,18 @@ class StudyRecord:
             self.experiment_id = experiment.experiment_id
         self.logging_s = 0.0  # time spent writing metrics, for the benchmark
         self._datasets: dict[tuple, DatasetInput] = {}  # data fields -> the dataset input
+
+    @classmethod
+    def existing(cls, tracking_uri: str, study: str) -> StudyRecord:
+        """The record of a study the store already holds, opened without writing anything (no
+        store file, no experiment is created). Raises LookupError saying what the store holds
+        (:func:`unknown_study`) when it has no such study."""
+        if not store_exists(tracking_uri):
+            raise LookupError(unknown_study(tracking_uri, study))
+        experiment = MlflowClient(tracking_uri).get_experiment_by_name(study)
+        if experiment is None or experiment.lifecycle_stage != "active":
+            raise LookupError(unknown_study(tracking_uri, study))
+        return cls(tracking_uri, study)
 
     def __getstate__(self) -> dict[str, Any]:
         # Ray pickles the Tuner's callbacks with its experiment state; the client is rebuilt.

@@ -120,11 +120,11 @@ def parent_note(top: Headline, parent) -> str:
 
 
 def _record_if_present(study: str, uri: str) -> StudyRecord | None:
-    from mlflow.tracking import MlflowClient
-
-    try:
-        if study and MlflowClient(uri).get_experiment_by_name(study) is not None:
-            return StudyRecord(uri, study)
-    except Exception:  # a results file read with no reachable store is fine
+    """The study's record when the store holds it, opened without creating anything (a results
+    file reported where no store is must not leave an empty one behind)."""
+    if not study:
         return None
-    return None
+    try:
+        return StudyRecord.existing(uri, study)
+    except Exception:  # no such study, or no reachable store: the results file is enough
+        return None

@@ -194,3 +194,4 @@ def test_study_report_prints_the_findings_before_the_path(tmp_path, monkeypatch)
     lines = json.loads((out / "report.json").read_text())["headline"]["lines"]
     assert done.output.splitlines()[-len(lines) - 1 :] == [*lines, f"wrote {out / 'report.html'}"]
     assert lines[1].startswith("Found: Doubling temperature lowers probe/knn_top1_h by 2 points")
+    assert not (tmp_path / "mlflow.db").exists()  # reading a file creates no store
