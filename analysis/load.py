@@ -49,8 +49,44 @@ def results_frame(table: pa.Table) -> pd.DataFrame:
 
 
 def read_results(path: str | Path) -> pd.DataFrame:
-    """The Parquet export of a study, one row per trial."""
-    return results_frame(pq.read_table(path))
+    """The Parquet export of a study, one row per trial.
+
+    Raises:
+        ValueError: the file is not a study's export (its metadata is gone: pandas'
+            ``to_parquet`` of a read table drops it), or a finished trial has no value of a
+            factor (the column and the trial are named): nothing could be analysed from it.
+    """
+    table = pq.read_table(path)
+    meta = table.schema.metadata or {}
+    if b"schema_version" not in meta or b"factors" not in meta:
+        raise ValueError(
+            f"{path}: not a study's results export: its metadata (study, factors, design, "
+            "target) is missing, as after pandas re-saves a read table; write it again with "
+            "study export STUDY --out FILE, or keep the file study run wrote"
+        )
+    frame = results_frame(table)
+    _check_factor_values(frame, path)
+    return frame
+
+
+def _check_factor_values(frame: pd.DataFrame, path: str | Path) -> None:
+    """Every finished trial has a value of every factor (a trial at no point cannot be fit)."""
+    done = frame[frame["status"] == "finished"] if "status" in frame else frame
+    for factor in frame.attrs.get("factors", []):
+        if factor not in frame:
+            raise ValueError(f"{path}: the factor column {factor!r} is missing")
+        blank = done[done[factor].isna()]
+        if len(blank):
+            who = blank.index.astype(str).map(lambda i: f"row {i}")
+            if "trial_key" in blank:
+                who = blank["trial_key"]
+            elif {"point_id", "replicate"} <= set(blank):
+                who = blank["point_id"] + "-r" + blank["replicate"].astype(str)
+            raise ValueError(
+                f"{path}: factor {factor!r} has no value for finished trial(s) "
+                f"{', '.join(map(str, who[:5]))}: a trial must sit at a design point; fix "
+                "or drop those rows"
+            )
 
 
 def load_study(name: str, tracking_uri: str | None = None) -> pd.DataFrame:

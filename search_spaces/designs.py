@@ -221,6 +221,8 @@ class Point:
 def _on_scale(factor: Factor, unit: float) -> float:
     """unit in [0, 1] (may exceed for circumscribed designs) -> value between the bounds."""
     lo, hi = factor.bounds
+    if unit in (0, 1):  # the ends are the values the user wrote, not exp(log(...)) of them
+        return float(lo if unit == 0 else hi)
     if factor.scale == "log":
         return float(math.exp(math.log(lo) + unit * (math.log(hi) - math.log(lo))))
     return float(lo + unit * (hi - lo))
@@ -531,8 +533,31 @@ def _numeric_split(spec: StudySpec) -> tuple[list[str], list[str]]:
     return numeric, categorical
 
 
+def _check_levels_kept(spec: StudySpec, numeric: list[str]) -> None:
+    """A response-surface design spans a numeric factor's two ends and places its own centre
+    (the middle on the factor's scale): a level the user wrote between them would be replaced
+    without a word, so it is refused, unless it is that centre."""
+    for name in numeric:
+        factor = spec.factors[name]
+        if factor.levels is None or len(factor.levels) <= 2:
+            continue
+        lo, hi = factor.bounds
+        centre = _on_scale(factor, 0.5)
+        dropped = [v for v in factor.levels
+                   if v not in (lo, hi) and not math.isclose(v, centre, rel_tol=1e-9)]  # fmt: skip
+        if dropped:
+            raise StudyError(
+                f"factors.{name}: {spec.design.kind} uses the ends of a factor, {lo:g} and "
+                f"{hi:g}, and its own centre, {centre:.4g} on the {factor.scale} scale; the "
+                f"level(s) {', '.join(f'{v:g}' for v in dropped)} would be replaced. Give "
+                f"levels [{lo:g}, {hi:g}] (or range [{lo:g}, {hi:g}]), or a full_factorial to "
+                "run every level as written"
+            )
+
+
 def _points_central_composite(spec: StudySpec) -> tuple[list[Point], dict]:
     numeric, categorical = _numeric_split(spec)
+    _check_levels_kept(spec, numeric)
     design = spec.design
     k = len(numeric)
     if k == 1:  # no axial points on one axis: low, high and the centre runs
@@ -554,6 +579,7 @@ def _points_central_composite(spec: StudySpec) -> tuple[list[Point], dict]:
 
 def _points_box_behnken(spec: StudySpec) -> tuple[list[Point], dict]:
     numeric, categorical = _numeric_split(spec)
+    _check_levels_kept(spec, numeric)
     if len(numeric) < 3:
         raise StudyError(
             f"design.kind: box_behnken needs at least 3 numeric factors, got {len(numeric)} "

@@ -264,6 +264,12 @@ class Design(_Strict):
                     f"design.{option}: {getattr(self, option)!r} applies to "
                     f"{' and '.join(kinds)} designs only, not kind {self.kind!r}; remove it"
                 )
+        if self.kind == "latin_hypercube" and self.samples is not None and self.samples < 2:
+            # pyDOE's maximin criterion compares distances between samples: one has none
+            raise ValueError(
+                f"design.samples: a latin_hypercube needs at least 2 samples, got "
+                f"{self.samples} (one sample spans no range of any factor)"
+            )
         if self.generators is not None and self.resolution is not None:
             raise ValueError(
                 f"design.generators: give generators ({self.generators!r}) or resolution "

@@ -200,7 +200,8 @@ def run(
         ),
     ] = None,
     max_concurrent: Annotated[
-        int | None, typer.Option(help="trials at once (default: as resources allow)")
+        int | None,
+        typer.Option(min=1, help="trials at once, 1 or more (default: as resources allow)"),
     ] = None,
     smoke: Annotated[
         bool, typer.Option(help="tiny budget, one replicate, as <study>-smoke")
@@ -273,7 +274,13 @@ def export(
     from study.record import default_tracking_uri
 
     record = _existing(name, tracking_uri or default_tracking_uri())
-    path = export_parquet(record, out)
+    try:
+        path = export_parquet(record, out)
+    except (OSError, ValueError) as err:  # pyarrow's reasons: no bucket, a folder there, …
+        folder = " (a folder: give a file in it, e.g. --out DIR/results.parquet)" if (
+            Path(out).is_dir()) else ""  # fmt: skip
+        _fail(StudyError(f"--out {out}: cannot write the results there{folder} ({err}); "
+                         "nothing was written"))  # fmt: skip
     typer.echo(f"wrote {path} ({len(record.trial_runs())} rows)")
 
 
