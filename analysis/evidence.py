@@ -427,7 +427,8 @@ def positive_relation(df: pd.DataFrame, attrs: dict) -> str:
 def negative_relation(df: pd.DataFrame, attrs: dict) -> str:
     done = _finished(df)
     cands = _candidates(df)
-    per_batch = "; ".join(f"B = {r[0]}: {r[1]}" for r in candidate_table(df).rows) or "not recorded"
+    rows = candidate_table(df).rows  # (B, W, negatives, recorded, expected, trials)
+    per_batch = "; ".join(f"B = {r[0]}: {r[3]}" for r in rows) or "not recorded"
     fnr = _num(done, "sim/false_negative_rate")
     share = _by(done[_is_infonce(done)], "sim/hardest_neg_share", "temperature", "τ")
     return (
@@ -550,10 +551,22 @@ def _pools(df: pd.DataFrame) -> pd.DataFrame:
         "w": workers.fillna(1) if workers is not None else 1.0,
         "neg": df["negatives"].fillna("all") if "negatives" in df.columns else "all",
         "c": _candidates(df),
+        # mask and positive take same-group candidates out of the pool: then the pool is a bound
+        "masked": (df["group_policy"].fillna("negative") != "negative")
+                  if "group_policy" in df.columns else False,
     }).dropna(subset=["b"])  # fmt: skip
     pooled = (frame["neg"] == "all") | (frame["w"] == 1)
     frame["expected"] = 2 * frame["b"].where(pooled, frame["b"] // frame["w"]) - 2
     return frame
+
+
+def _off_pool(frame: pd.DataFrame) -> pd.DataFrame:
+    """Trials whose recorded candidates disagree with their pool: other than 2B - 2 (or
+    2(B / W) - 2) without a group policy; above it, or none at all, with one (mask, positive)."""
+    recorded = frame["c"].notna()
+    exact = ~frame["masked"] & (frame["c"] != frame["expected"])
+    bounded = frame["masked"] & ((frame["c"] > frame["expected"]) | (frame["c"] <= 0))
+    return frame[recorded & (exact | bounded)]
 
 
 def candidate_table(df: pd.DataFrame) -> Table:
@@ -565,7 +578,14 @@ def candidate_table(df: pd.DataFrame) -> Table:
     if _candidates(df) is None or frame.empty:
         return Table(columns, ())
     rows = tuple(
-        (_fmt(b), _fmt(w), str(neg), _range(g["c"]), _fmt(g["expected"].iloc[0]), str(len(g)))
+        (
+            _fmt(b),
+            _fmt(w),
+            str(neg),
+            _range(g["c"]),
+            ("≤ " if g["masked"].any() else "") + _fmt(g["expected"].iloc[0]),
+            str(len(g)),
+        )
         for (b, w, neg), g in frame.groupby(["b", "w", "neg"])
     )
     return Table(columns, rows)
@@ -651,7 +671,10 @@ def geometry(df: pd.DataFrame, attrs: dict) -> str | Table:
     if _class_geometry(done):
         caption += (
             " and the per-class rows: *_worst_class is the held-out class with the highest "
-            "(worst) value, *_class_spread the highest minus the lowest class, so a global "
+            "(worst) value among the classes measured"
+            + _classes_measured(done)
+            + ", *_class_spread the highest minus the lowest class (not measured with fewer than "
+            "two), so a global "
             "average can hide a class the spread exposes (seed 003 §P, §Q). Alignment compares "
             "only across trials that share an augmentation pipeline (seed 004)"
             + _no_information_flag(done)
@@ -659,6 +682,20 @@ def geometry(df: pd.DataFrame, attrs: dict) -> str | Table:
     else:
         caption += f"; per-class alignment and uniformity: {NOT_MEASURED}"
     return Table(("metric", "h mean", "h range", "z mean", "z range"), tuple(rows), caption + ".")
+
+
+def _classes_measured(done: pd.DataFrame) -> str:
+    """' (on k classes: ...)': how many classes the per-class geometry covered, when recorded
+    (a class needs one held-out row for alignment and two for uniformity)."""
+    parts = []
+    for space in SPACES:
+        for m in ("align", "uniform"):
+            count = _num(done, f"{space}/{m}_classes")
+            if count is not None and count.notna().any():
+                parts.append(f"{space} {m} {_range(count)}")
+    if not parts:
+        return ""
+    return f" (classes measured per trial: {'; '.join(parts)})"
 
 
 def _class_geometry(done: pd.DataFrame) -> dict[str, pd.Series]:
@@ -1175,7 +1212,7 @@ def _gate_candidates(df: pd.DataFrame, attrs: dict) -> Verdict:
     if known < len(df):
         return "fail", f"candidates per anchor recorded for only {known}/{len(df)} trials"
     frame = _pools(df)
-    wrong = frame[frame["c"].notna() & (frame["c"] != frame["expected"])]
+    wrong = _off_pool(frame)
     if not wrong.empty:
         first = wrong.iloc[0]
         return "fail", (

@@ -218,8 +218,12 @@ def study_sentence(analysis: StudyAnalysis) -> str:
         if len(seen) and seen.nunique() == 1:
             budget = f", each trained on {int(seen.iloc[0]):,} examples"
     name = analysis.study or "The study"
+    repeated = int(df.attrs.get("repeated_trials", 0))
+    again = (f" ({repeated} repeated an earlier trial exactly, same factors and seed, and count "
+             "once)") if repeated else ""  # fmt: skip
+    finished += repeated
     return (f"{name} varied {ranges} in a {design} design: {analysis.n_trials} trials, "
-            f"{finished} finished{budget}.")  # fmt: skip
+            f"{finished} finished{again}{budget}.")  # fmt: skip
 
 
 def _and(items: list[str]) -> str:

@@ -320,6 +320,7 @@ def analyse(df: pd.DataFrame, responses: tuple[str, ...] | None = None) -> Study
     """Every response surface and the alignment–uniformity frontier of a results frame. When
     seeds are common across points (:func:`common_seed_blocks`), the replicate is a block. The
     study's target metric (``df.attrs["target"]``) is optimised in its own direction."""
+    df = independent_trials(df)
     responses = tuple(r for r in (responses or DEFAULT_RESPONSES) if r in df)
     blocks = run_blocks(df) or common_seed_blocks(df)
     target = df.attrs.get("target") if isinstance(df.attrs.get("target"), dict) else {}
@@ -331,7 +332,25 @@ def analyse(df: pd.DataFrame, responses: tuple[str, ...] | None = None) -> Study
         if {"z/align", "z/uniform"} <= set(df)
         else finished.iloc[0:0]
     )
-    return StudyAnalysis(df.attrs.get("study", ""), len(df), fits, frontier, df)
+    n_trials = len(df) + int(df.attrs.get("repeated_trials", 0))
+    return StudyAnalysis(df.attrs.get("study", ""), n_trials, fits, frontier, df)
+
+
+def independent_trials(df: pd.DataFrame) -> pd.DataFrame:
+    """The results with every finished trial that repeats an earlier one exactly (the same
+    factor values and the same seed: the same computation, so not a second observation) kept
+    once; ``attrs["repeated_trials"]`` counts those left out (the headline says so)."""
+    factors = [f for f in df.attrs.get("factors", []) if f in df]
+    if "seed" not in df or not factors or df.empty:
+        return df
+    done = df["status"] == "finished" if "status" in df else pd.Series(True, index=df.index)
+    key = df[[*factors, "seed"]].astype(str).agg("|".join, axis=1)
+    repeated = done & key.where(done).duplicated(keep="first") & key.where(done).notna()
+    if not repeated.any():
+        return df
+    kept = df[~repeated].copy()
+    kept.attrs = {**df.attrs, "repeated_trials": int(repeated.sum())}
+    return kept
 
 
 # ---------------------------------------------------------------------------------------------

@@ -116,7 +116,7 @@ def check_no_sync(args: argparse.Namespace) -> str:
     config = base_config(args, compile="off", budget_examples=args.batch * 4)
     trial = train._Trial(config, None)
     batches = trial.batches()
-    _, _, v1, v2, groups = next(batches)
+    _, _, v1, v2, groups, pool = next(batches)
     trial.train_step(v1, v2, groups)  # first step: allocations, cuBLAS handles
     sync(device)
     with warnings.catch_warnings(record=True) as caught:
@@ -125,8 +125,9 @@ def check_no_sync(args: argparse.Namespace) -> str:
         try:
             for _ in range(2):
                 trial.step += 1
-                _, _, v1, v2, groups = next(batches)
+                _, _, v1, v2, groups, pool = next(batches)
                 trial.train_step(v1, v2, groups)
+                trial.count_candidates(pool)  # what a trial's step does besides
                 trial.watch.poll()
         finally:
             torch.cuda.set_sync_debug_mode(0)

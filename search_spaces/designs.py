@@ -1035,6 +1035,11 @@ class _OptunaSchedule(Schedule):
         super().__init__(unfinished[:remaining], remaining, len(finished), self.total_samples)
         self.asked: dict[str, Any] = {}  # key -> optuna trial awaiting its value
         self.resumed = {plan.key: plan for plan in self.queued}
+        # every proposal trains with a seed of its own: the sampler may propose a point twice
+        # (a categorical space certainly will), and the same point with the same seed is the
+        # same trial again, not a second observation
+        self.seeds = {int(p.config.get("seed", spec.design.seed)) for p in past}
+        self.seeds |= {plan.seed for plan in self.queued}
 
     @property
     def total_samples(self) -> int:
@@ -1073,7 +1078,11 @@ class _OptunaSchedule(Schedule):
             raw = trial.params[name]
             values[name] = factor.levels[raw] if factor.levels is not None else raw
         key = f"o-{trial_id}"
-        config = trial_config(self.spec, values, self.spec.design.seed)
+        seed = self.spec.design.seed
+        while seed in self.seeds:
+            seed += 1
+        self.seeds.add(seed)
+        config = trial_config(self.spec, values, seed)
         self.asked[key] = trial
         return TrialPlan(key, 0, config.seed, values, config, proposal=key)
 

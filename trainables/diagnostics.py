@@ -200,11 +200,13 @@ def label_geometry(x1: Tensor, x2: Tensor, labels: Tensor) -> list[tuple[int, in
 
 def worst_and_spread(values: list[float], worst: str = "max") -> tuple[float, float]:
     """(worst, max - min) of the finite ``values``; worst is their max (``"max"``: lower is
-    better) or min (``"min"``). (NaN, NaN) when none is finite."""
+    better) or min (``"min"``). (NaN, NaN) when none is finite; the spread is NaN with one
+    finite value (one measured class spreads over nothing: not 0)."""
     finite = [v for v in values if math.isfinite(v)]
     if not finite:
         return math.nan, math.nan
-    return (max(finite) if worst == "max" else min(finite)), max(finite) - min(finite)
+    spread = max(finite) - min(finite) if len(finite) > 1 else math.nan
+    return (max(finite) if worst == "max" else min(finite)), spread
 
 
 def class_geometry_metrics(
@@ -217,16 +219,21 @@ def class_geometry_metrics(
 
     Returns:
         ``{h,z}/align_worst_class`` (the largest per-class alignment), ``{h,z}/align_class_spread``
-        (largest minus smallest), ``{h,z}/uniform_worst_class`` and ``{h,z}/uniform_class_spread``
-        likewise; and each space's :func:`label_geometry` rows.
+        (largest minus smallest; NaN with fewer than two classes measured),
+        ``{h,z}/uniform_worst_class`` and ``{h,z}/uniform_class_spread`` likewise, and
+        ``{h,z}/{align,uniform}_classes``: the classes each was measured on; and each space's
+        :func:`label_geometry` rows.
     """
     metrics, rows = {}, {}
     for space, (x1, x2) in (("h", (h1, h2)), ("z", (z1, z2))):
         rows[space] = label_geometry(x1, x2, labels)
         for i, name in ((2, "align"), (3, "uniform")):
-            worst, spread = worst_and_spread([row[i] for row in rows[space]])
+            values = [row[i] for row in rows[space]]
+            worst, spread = worst_and_spread(values)
             metrics[f"{space}/{name}_worst_class"] = worst
             metrics[f"{space}/{name}_class_spread"] = spread
+            # how many classes the two cover (alignment needs 1 held-out row, uniformity 2)
+            metrics[f"{space}/{name}_classes"] = float(sum(math.isfinite(v) for v in values))
     return metrics, rows
 
 

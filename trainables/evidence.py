@@ -80,7 +80,7 @@ def evidence_metrics(config: TrialConfig) -> tuple[str, ...]:
         f"{space}/{m}_{w}"
         for space in SPACES
         for m in ("align", "uniform")
-        for w in ("worst_class", "class_spread")
+        for w in ("worst_class", "class_spread", "classes")
     ]
     units = ("class", "group") if has_groups(config) else ("class",)
     for p in probe_names(config):

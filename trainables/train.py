@@ -56,6 +56,7 @@ from torch.nn.parallel import DistributedDataParallel
 from trainables.config import TrialConfig
 from trainables.data import (
     DataBundle,
+    ExampleStream,
     ResidentData,
     load_data,
     make_augment,
@@ -72,6 +73,7 @@ from trainables.objectives import (
     NonFiniteError,
     align_uniform_loss,
     all_gather_with_grad,
+    candidates_per_anchor,
     info_nce,
     nt_xent,
 )
@@ -341,7 +343,10 @@ def heldout_features(
         out["held_h"], out["held_z"] = encode(model, data, heldout_x, device, **layout)
         out["probe_h"], out["probe_z"] = encode(model, data, probe_x, device, **layout)
     out["held_y"], out["probe_y"] = heldout_y.to(device), probe_y.to(device)
-    groups = None if data.train_groups is None else data.train_groups[: config.batch_size]
+    groups = None
+    if data.train_groups is not None:  # the groups of a real training batch: step 0's
+        first = ExampleStream(len(data.train_x), config.batch_size, config.seed).batch(0)
+        groups = data.train_groups[first].to(device)
     out["groups"] = groups
     if keep_inputs:
         out["held_x"], out["v1"], out["v2"] = heldout_x, v1, v2
@@ -530,6 +535,9 @@ class _Trial:
         self.watch = DivergenceWatch(self.device)
         self.step = 0  # optimiser steps taken
         self.loss_sum, self.loss_count = 0.0, 0  # since the last evaluation
+        # negatives per anchor in the training denominators since the last evaluation (rank 0)
+        self.candidates_sum: Tensor | float = 0.0
+        self.candidates_steps = 0
         self.times = dict.fromkeys(TIMES, 0.0)
         self.last_metrics: dict[str, float] = {}
         self.evidence: dict[str, Any] = {}  # the final evaluation's (trainables.evidence)
@@ -659,6 +667,7 @@ class _Trial:
         probes = trial_probes(self.config, features)
         predictions = held_predictions(probes, features)
         metrics = self.train_metrics() | score(self.config, features, predictions)
+        metrics |= self.candidate_metrics()  # counted on the training batches themselves
         self.times["eval_s"] += time.perf_counter() - t0
         if final:
             t0 = time.perf_counter()
@@ -714,6 +723,34 @@ class _Trial:
         loss.backward()
         self.optimizer.step()
 
+    def count_candidates(self, pool: Tensor | None) -> None:
+        """Add this step's mean negatives per anchor (what its denominator held, counted by the
+        objective's own masks) to the running sum, on the device: no host sync here. Without
+        groups every anchor has exactly 2B - 2 (B the sources pooled), so nothing is counted."""
+        if self.rank != 0:
+            return
+        self.candidates_steps += 1
+        if pool is None:
+            self.candidates_sum += float(self.config.negatives_per_anchor)
+            return
+        n = pool.shape[0]
+        sources = torch.arange(n, device=pool.device).repeat(2)
+        counts = candidates_per_anchor(
+            sources, groups=pool.repeat(2), group_policy=self.config.group_policy
+        )
+        self.candidates_sum = self.candidates_sum + counts.double().mean()
+
+    def candidate_metrics(self) -> dict[str, float]:
+        """``loss/candidates``: the mean negatives per anchor over the training steps since the
+        last evaluation, and ``loss/candidates_steps``, how many steps that mean covers (0 at an
+        evaluation before training: then the value is step 0's batch, from the evaluation)."""
+        if not self.candidates_steps:
+            return {"loss/candidates_steps": 0.0}
+        mean = float(self.candidates_sum) / self.candidates_steps
+        self.candidates_sum, steps = 0.0, self.candidates_steps
+        self.candidates_steps = 0
+        return {"loss/candidates": mean, "loss/candidates_steps": float(steps)}
+
     def local_loss(self, z1: Tensor, z2: Tensor, groups: Tensor | None) -> Tensor:
         """This worker's loss on its own sources (``negatives: local``); NaN where info_nce
         refused its rows, so that :meth:`mean_over_workers` can tell every rank."""
@@ -733,10 +770,14 @@ class _Trial:
             raise NonFiniteError("a worker's loss refused its rows (not finite)")
         return mean
 
-    def batches(self) -> Iterator[tuple[int, Tensor, Tensor, Tensor, Tensor | None]]:
-        """(step, indices, view 1, view 2, groups) from the current step on; with several
-        workers, this rank's rows of the global batch (rank·B/W .. (rank+1)·B/W): every rank
-        builds the whole batch's views, a function of (seed, step), and keeps its share."""
+    def batches(
+        self,
+    ) -> Iterator[tuple[int, Tensor, Tensor, Tensor, Tensor | None, Tensor | None]]:
+        """(step, indices, view 1, view 2, groups, the groups of the sources the loss's
+        denominator holds: every worker's with ``negatives: all``) from the current step on;
+        with several workers, this rank's rows of the global batch (rank·B/W .. (rank+1)·B/W):
+        every rank builds the whole batch's views, a function of (seed, step), and keeps its
+        share."""
         if self.resident is not None:
             found = resident_batches(self.config, self.data, self.resident, self.step)
             all_groups = self.resident.train_groups
@@ -745,11 +786,14 @@ class _Trial:
             all_groups = self.data.train_groups
         rows = self.config.worker_batch
         share = slice(self.rank * rows, (self.rank + 1) * rows)
+        pooled = self.world > 1 and self.gather is not None  # every worker's views gathered
         for step, idx, v1, v2 in found:
+            whole = idx
             if self.world > 1:
                 idx, v1, v2 = idx[share], v1[share], v2[share]
             groups = None if all_groups is None else all_groups[idx]
-            yield step, idx, v1, v2, groups
+            pool = groups if all_groups is None or not pooled else all_groups[whole]
+            yield step, idx, v1, v2, groups, pool
 
     def wait(self) -> float:
         """Wait for the device's queued work; returns the seconds waited."""
@@ -773,11 +817,12 @@ class _Trial:
         self.model.train()
         first = True
         t_data = time.perf_counter()
-        for step, _, v1, v2, groups in self.batches():
+        for step, _, v1, v2, groups, pool in self.batches():
             t_step = time.perf_counter()
             self.times["data_s"] += t_step - t_data
             try:
                 self.train_step(v1, v2, groups)
+                self.count_candidates(pool)
             except NonFiniteError:  # info_nce with groups checks its input on the host
                 self.diverge(step)
                 break
@@ -840,7 +885,7 @@ def evaluation_metrics(config: TrialConfig) -> tuple[str, ...]:
     names += ["sim/pos_mean", "sim/neg_mean", "sim/neg_q99", "sim/false_negative_rate"]
     if config.objective == "info_nce":
         names.append("sim/hardest_neg_share")
-    names.append("loss/candidates")
+    names += ["loss/candidates", "loss/candidates_steps"]
     probes = ("knn", "linear") if config.linear_probe else ("knn",)
     names += [f"probe/{p}_top1_{space}" for p in probes for space in ("h", "z")]
     return tuple(names)
