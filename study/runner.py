@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPl
 from search_spaces.spec import StudyError, StudySpec, load_spec, parse_spec
 from study.baselines import measure_for_study
 from study.export import export_parquet
+from study.lease import study_lease
 from study.progress import ProgressView, StudyProgress
 from study.record import (
     TRIALS_VIEW,
@@ -46,7 +46,6 @@ from study.storage import Storage, check_writable, open_storage
 from trainables.data import check_data
 
 RESULTS_FILE = "results.parquet"
-LOCK_FILE = "driver.lock"
 REPORT_DIR = "report"
 TRIAL_MODULE = "study.trainable"  # what a trial's worker imports (torch, the trainables)
 _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")  # a user's own setting wins
@@ -184,38 +183,6 @@ def checked_storage(where: str | Path | None) -> Storage:
             f"and report in it): {err}"
         ) from None
     return storage
-
-
-class DriverLock:
-    """One driver per study at a time: ``driver.lock`` in the study's storage holds the driver's
-    host and pid; a lock left by a dead process on this host is taken over."""
-
-    def __init__(self, study: Storage) -> None:
-        self.study = study
-
-    def __enter__(self) -> DriverLock:
-        if self.study.exists(LOCK_FILE):
-            host, _, pid = self.study.read_text(LOCK_FILE).partition(":")
-            if host == socket.gethostname() and pid.isdigit() and _alive(int(pid)):
-                raise StudyError(
-                    f"study is already running (driver pid {pid}, lock "
-                    f"{self.study.uri_of(LOCK_FILE)})"
-                )
-        self.study.write_text(f"{socket.gethostname()}:{os.getpid()}", LOCK_FILE)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.study.delete(LOCK_FILE)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid != os.getpid()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -541,8 +508,13 @@ def run_study(
     storage = checked_storage(storage)
     study = storage.sub(spec.study)
     rerun = _rerun_command(spec_path, smoke, tracking_uri, storage)
-    with DriverLock(study):
-        artifacts = storage.uri_of("mlartifacts") if tracking_uri.startswith("sqlite") else None
+    artifacts = storage.uri_of("mlartifacts") if tracking_uri.startswith("sqlite") else None
+
+    # the lease comes before anything is run or ended: a live driver's runs are its own
+    def make_record() -> StudyRecord:
+        return StudyRecord(tracking_uri, spec.study, artifacts)
+
+    with study_lease(study, tracking_uri, spec.study, make_record):
         with DriverRay(address, spec, max_concurrent or spec.max_concurrent) as ray_here:
             with ThreadPoolExecutor(1, thread_name_prefix="study-record") as pool:
                 opening = pool.submit(

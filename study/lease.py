@@ -1,0 +1,240 @@
+"""One live driver per study, wherever the drivers run: a lease with a heartbeat.
+
+Two drivers of one study would run every trial twice into the same runs. They may share the
+tracking store (one ``--tracking-uri``, different folders or hosts) or the storage (one bucket
+as ``--storage``, different stores), so the lease is held in both places:
+
+- the study's storage: ``<storage>/<study>/driver.lock``, a small JSON object;
+- the tracking store: the study experiment's tag ``study.driver``, the same JSON.
+
+The JSON names the holder: a random token, its host, pid, when it started and its last
+heartbeat (seconds since the epoch). A driver takes the lease when neither place holds another
+driver's live lease, writes it to both, waits a moment and reads both back: when two drivers
+start together, the one whose token is not there is refused. While it runs, a thread renews the
+heartbeat every :func:`heartbeat_s` seconds. A second driver is refused (``StudyError``: exit 2)
+naming the holder, its host and since when; a lease whose heartbeat is older than
+:func:`timeout_s` (a driver that was killed, a host that went away) is taken over, and the
+takeover is said on the terminal and kept as the experiment tag ``study.driver_takeover``.
+Liveness never depends on the host: a lease written elsewhere counts as long as it beats.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import socket
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+from mlflow.tracking import MlflowClient
+
+from search_spaces.spec import StudyError
+from study.storage import Storage
+
+LEASE_FILE = "driver.lock"
+LEASE_TAG = "study.driver"
+TAKEOVER_TAG = "study.driver_takeover"
+
+
+def study_lease(study: Storage, tracking_uri: str, name: str, make_record) -> DriverLease:
+    """The lease of study ``name``, held in its storage ``study`` and in the tracking store
+    (``make_record()`` makes the study's record, its experiment, when the lease is taken)."""
+    places = [StorageLease(study), TrackingLease(tracking_uri, name, make_record)]
+    return DriverLease(name, places)
+
+
+def heartbeat_s() -> float:
+    """Seconds between heartbeats (``CONTRASTIVE_LEASE_HEARTBEAT_S``, default 10)."""
+    return float(os.environ.get("CONTRASTIVE_LEASE_HEARTBEAT_S", "10"))
+
+
+def timeout_s() -> float:
+    """Seconds without a heartbeat after which a lease is taken over
+    (``CONTRASTIVE_LEASE_TIMEOUT_S``, default 60: six missed heartbeats)."""
+    return float(os.environ.get("CONTRASTIVE_LEASE_TIMEOUT_S", "60"))
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a study's lease."""
+
+    token: str
+    host: str
+    pid: int
+    since: float
+    beat: float
+
+    def to_text(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_text(cls, text: str | None) -> Holder | None:
+        """The holder a place records; None when it holds none (or something unreadable, which
+        no driver wrote)."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return cls(str(data["token"]), str(data["host"]), int(data["pid"]),
+                       float(data["since"]), float(data["beat"]))  # fmt: skip
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def describe(self, now: float) -> str:
+        started = datetime.fromtimestamp(self.since, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return (f"host {self.host}, pid {self.pid}, since {started} (last heartbeat "
+                f"{max(0.0, now - self.beat):.0f} s ago)")  # fmt: skip
+
+
+class StorageLease:
+    """The lease in the study's storage (a folder or a bucket)."""
+
+    def __init__(self, study: Storage) -> None:
+        self.study = study
+        self.where = study.uri_of(LEASE_FILE)
+
+    def read(self) -> Holder | None:
+        if not self.study.exists(LEASE_FILE):
+            return None
+        with contextlib.suppress(OSError):
+            return Holder.from_text(self.study.read_text(LEASE_FILE))
+        return None
+
+    def write(self, holder: Holder) -> None:
+        self.study.write_text(holder.to_text(), LEASE_FILE)
+
+    def clear(self) -> None:
+        self.study.delete(LEASE_FILE)
+
+
+class TrackingLease:
+    """The lease in the tracking store: a tag of the study's experiment. Reading never creates
+    anything (no experiment: no lease); the first write creates the study's experiment, as the
+    driver would next (``make_record``), so a refused driver leaves the store as it was."""
+
+    def __init__(self, tracking_uri: str, study: str, make_record) -> None:
+        self.uri, self.study, self.make_record = tracking_uri, study, make_record
+        self.where = f"{tracking_uri} (experiment {study!r}, tag {LEASE_TAG})"
+
+    def _client(self) -> MlflowClient:
+        return MlflowClient(self.uri)  # one per call: the heartbeat runs in its own thread
+
+    def experiment_id(self) -> str | None:
+        if self.uri.startswith("sqlite:///") and not os.path.isfile(
+            self.uri.removeprefix("sqlite:///")
+        ):
+            return None
+        experiment = self._client().get_experiment_by_name(self.study)
+        return None if experiment is None else experiment.experiment_id
+
+    def read(self) -> Holder | None:
+        eid = self.experiment_id()
+        if eid is None:
+            return None
+        return Holder.from_text(self._client().get_experiment(eid).tags.get(LEASE_TAG))
+
+    def write(self, holder: Holder) -> None:
+        eid = self.experiment_id() or self.make_record().experiment_id
+        self._client().set_experiment_tag(eid, LEASE_TAG, holder.to_text())
+
+    def clear(self) -> None:
+        eid = self.experiment_id()
+        if eid is not None:
+            self._client().set_experiment_tag(eid, LEASE_TAG, "")
+
+
+class DriverLease:
+    """The study's lease, held for the ``with`` block (see the module docstring).
+
+    Raises on entry:
+        StudyError: another driver holds a live lease (or took it at the same moment).
+    """
+
+    SETTLE_S = 0.5  # how long two drivers that wrote at once wait before reading back
+
+    def __init__(self, study: str, places: list) -> None:
+        self.study, self.places = study, places
+        self.me = Holder(secrets.token_hex(8), socket.gethostname(), os.getpid(), time.time(),
+                         time.time())  # fmt: skip
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.lost: Holder | None = None  # set when another driver took the lease from us
+
+    def __enter__(self) -> DriverLease:
+        now = time.time()
+        stale = []
+        for place in self.places:
+            holder = place.read()
+            if holder is None or holder.token == self.me.token:
+                continue
+            if now - holder.beat < timeout_s():
+                raise self._refusal(holder, place, now)
+            stale.append((holder, place))
+        for place in self.places:
+            place.write(self.me)
+        time.sleep(self.SETTLE_S)
+        for place in self.places:
+            holder = place.read()
+            if holder is not None and holder.token != self.me.token:
+                raise self._refusal(holder, place, time.time())
+        for holder, place in stale:
+            self._say_takeover(holder, place, now)
+        self._thread = threading.Thread(target=self._beat, name="study-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=heartbeat_s() + 5)
+        for place in self.places:
+            with contextlib.suppress(Exception):  # a place gone away keeps a stale lease
+                holder = place.read()
+                if holder is not None and holder.token == self.me.token:
+                    place.clear()
+
+    def _beat(self) -> None:
+        """Renew the heartbeat in every place until the block ends; a place another driver
+        now holds (it took over a lease that looked dead) is left to it, and said once."""
+        while not self._stop.wait(heartbeat_s()):
+            self.me = Holder(self.me.token, self.me.host, self.me.pid, self.me.since, time.time())
+            for place in self.places:
+                try:
+                    holder = place.read()
+                    if holder is not None and holder.token != self.me.token:
+                        if self.lost is None:
+                            self.lost = holder
+                            print(f"study {self.study}: another driver took this study's lease "
+                                  f"({holder.describe(time.time())}, {place.where})",
+                                  file=sys.stderr)  # fmt: skip
+                        continue
+                    place.write(self.me)
+                except Exception:  # a place briefly unreachable: the next beat tries again
+                    continue
+
+    def _refusal(self, holder: Holder, place, now: float) -> StudyError:
+        return StudyError(
+            f"study {self.study!r} is being run by another driver: {holder.describe(now)}; its "
+            f"lease is {place.where}. Nothing was run or recorded by this driver. Wait for it "
+            f"to finish or stop it (a driver whose heartbeat stops for {timeout_s():.0f} s is "
+            "taken over by the next one)"
+        )
+
+    def _say_takeover(self, holder: Holder, place, now: float) -> None:
+        text = (
+            f"took over the lease of a driver with no heartbeat for {now - holder.beat:.0f} s "
+            f"(more than {timeout_s():.0f} s): {holder.describe(now)}; it was {place.where}"
+        )
+        print(f"study {self.study}: {text}", file=sys.stderr)  # quiet or not: it matters
+        for target in self.places:
+            if isinstance(target, TrackingLease):
+                stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+                with contextlib.suppress(Exception):
+                    target._client().set_experiment_tag(
+                        target.experiment_id(), TAKEOVER_TAG, f"{stamp}: {text}"[:5000]
+                    )

@@ -1,0 +1,181 @@
+"""One live driver per study, wherever the drivers run: the lease in the storage and in the
+tracking store, refused while it beats, taken over (and said) once it stops; two real driver
+processes on one store and on one moto bucket."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from s3kit import make_bucket, s3_server  # noqa: F401
+from studykit import child_runs, duplicated_metric_rows, write_spec
+
+from search_spaces.spec import StudyError
+from study.lease import (
+    LEASE_TAG,
+    TAKEOVER_TAG,
+    DriverLease,
+    Holder,
+    StorageLease,
+    TrackingLease,
+    study_lease,
+)
+from study.record import StudyRecord
+from study.storage import open_storage
+
+STUDY = str(Path(sys.executable).with_name("study"))
+
+
+def places(workdir: Path, name: str = "leased"):
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    study = open_storage(workdir / "studies").sub(name)
+    return uri, study, lambda: StudyRecord(uri, name)
+
+
+def lease(workdir: Path):
+    uri, study, make = places(workdir)
+    return study_lease(study, uri, "leased", make)
+
+
+def tracking(workdir: Path) -> TrackingLease:
+    uri, _, make = places(workdir)
+    return TrackingLease(uri, "leased", make)
+
+
+def test_a_live_lease_refuses_a_second_driver_naming_it(workdir):
+    _, study, _ = places(workdir)
+    with lease(workdir) as first:
+        with pytest.raises(StudyError) as err:
+            lease(workdir).__enter__()
+        text = str(err.value)
+        assert f"is being run by another driver: host {first.me.host}, pid {os.getpid()}" in text
+        assert "since 20" in text and "last heartbeat" in text
+    assert StorageLease(study).read() is None  # released on exit
+    assert tracking(workdir).read() is None
+    with lease(workdir):  # and free for the next driver
+        pass
+
+
+@pytest.mark.parametrize("where", ["storage", "tracking"])
+def test_a_lease_written_on_another_host_counts_while_it_beats(workdir, where):
+    """The old lock only counted a lock written by its own hostname."""
+    _, study, _ = places(workdir)
+    place = StorageLease(study) if where == "storage" else tracking(workdir)
+    place.write(Holder("other", "elsewhere.example", 4242, time.time() - 30, time.time()))
+    with pytest.raises(StudyError, match=r"host elsewhere\.example, pid 4242, since"):
+        lease(workdir).__enter__()
+
+
+def test_a_refused_driver_creates_nothing_in_its_own_store(workdir):
+    """A driver that shares only the storage is refused before it touches its store."""
+    _, study, _ = places(workdir)
+    StorageLease(study).write(Holder("other", "h", 1, time.time(), time.time()))
+    with pytest.raises(StudyError):
+        lease(workdir).__enter__()
+    assert not (workdir / "mlflow.db").exists()
+
+
+def test_a_lease_without_a_heartbeat_is_taken_over_and_the_takeover_is_kept(
+    workdir, monkeypatch, capsys
+):
+    monkeypatch.setenv("CONTRASTIVE_LEASE_TIMEOUT_S", "5")
+    uri, study, _ = places(workdir)
+    dead = Holder("dead", "gone.example", 999, time.time() - 300, time.time() - 60)
+    StorageLease(study).write(dead)
+    tracking(workdir).write(dead)
+    with lease(workdir) as held:
+        assert StorageLease(study).read().token == held.me.token
+        eid = tracking(workdir).experiment_id()
+        tags = MlflowClient(uri).get_experiment(eid).tags
+        assert json.loads(tags[LEASE_TAG])["token"] == held.me.token
+        assert re.search(r"took over the lease of a driver with no heartbeat for 6\d s",
+                         tags[TAKEOVER_TAG])  # fmt: skip
+        assert "host gone.example, pid 999" in tags[TAKEOVER_TAG]
+    assert "took over the lease" in capsys.readouterr().err
+
+
+def test_the_heartbeat_renews_both_places(workdir, monkeypatch):
+    monkeypatch.setenv("CONTRASTIVE_LEASE_HEARTBEAT_S", "0.2")
+    _, study, _ = places(workdir)
+    with lease(workdir) as held:
+        first = StorageLease(study).read().beat
+        time.sleep(1.0)
+        assert StorageLease(study).read().beat > first
+        assert tracking(workdir).read().beat > first
+        assert held.lost is None
+
+
+class Racing(StorageLease):
+    """A place where another driver writes its own lease right after ours (both started
+    together and both found the place empty)."""
+
+    def __init__(self, study, rival: Holder) -> None:
+        super().__init__(study)
+        self.rival = rival
+
+    def write(self, holder: Holder) -> None:
+        super().write(holder)
+        super().write(self.rival)
+
+
+def test_of_two_drivers_writing_at_once_the_one_overwritten_is_refused(workdir):
+    _, study, _ = places(workdir)
+    rival = Holder("rival", "other-host", 7, time.time(), time.time())
+    with pytest.raises(StudyError, match="host other-host, pid 7"):
+        DriverLease("leased", [Racing(study, rival)]).__enter__()
+    assert StorageLease(study).read().token == "rival"  # the other one holds it
+
+
+def start(spec: Path, cwd: Path, uri: str, storage: str, ray_tmp: str) -> subprocess.Popen:
+    env = os.environ | {"RAY_TMPDIR": ray_tmp}
+    return subprocess.Popen(
+        [STUDY, "run", str(spec), "--tracking-uri", uri, "--storage", storage], cwd=cwd,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_two_real_drivers_on_one_store_or_one_bucket_run_every_trial_once(
+    workdir,
+    ray_tmp,
+    s3_server,  # noqa: F811
+):
+    """Driver A holds the study (store T1, bucket storage). B shares T1 from another folder
+    with its own storage; C shares the bucket with its own store. Both are refused (exit 2,
+    naming the holder) before they train anything; A runs every trial exactly once."""
+    bucket = make_bucket("lease-bucket")
+    spec = write_spec(workdir / "s.yaml", "two-drivers",
+                      factors={"temperature": {"levels": [0.1, 0.3, 0.5]}},
+                      trial={"budget_examples": 128 * 24, "batch_size": 128},
+                      max_concurrent=1)  # fmt: skip
+    t1 = f"sqlite:///{workdir / 't1.db'}"
+    a = start(spec, workdir, t1, f"s3://{bucket}/studies", ray_tmp)
+    storage = open_storage(f"s3://{bucket}/studies").sub("two-drivers")
+    deadline = time.monotonic() + 120
+    while StorageLease(storage).read() is None:
+        assert a.poll() is None, a.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "driver A never took the lease"
+        time.sleep(0.2)
+    other = workdir / "elsewhere"
+    other.mkdir()
+    for uri, where in ((t1, str(other / "studies")),
+                       (f"sqlite:///{other / 't2.db'}", f"s3://{bucket}/studies")):  # fmt: skip
+        second = start(spec, other, uri, where, ray_tmp)
+        _, err = second.communicate(timeout=120)
+        assert second.returncode == 2, err[-3000:]
+        assert "is being run by another driver: host" in err and f"pid {a.pid}" in err
+    _, err = a.communicate(timeout=400)
+    assert a.returncode == 0, err[-3000:]
+    runs = child_runs(t1, "two-drivers")
+    assert len(runs) == 3 and {r.data.tags["study.attempts"] for r in runs} == {"1"}
+    assert duplicated_metric_rows(workdir / "t1.db") == []
+    assert not (other / "t2.db").exists()  # C was refused before it touched its own store
+    assert not (other / "studies" / "two-drivers" / "trials").exists()  # B trained nothing
