@@ -208,13 +208,19 @@ def run(
     ] = False,
 ) -> None:
     """Run a study on Ray Tune; re-running an existing study resumes it."""
-    from study.runner import StudyFailedError, run_study
+    from study.runner import StudyFailedError, StudyInterruptedError, run_study
 
     try:
         outcome = run_study(
             spec, address=address, tracking_uri=tracking_uri, storage=storage,
             max_concurrent=max_concurrent, smoke=smoke,
         )  # fmt: skip
+    except StudyInterruptedError as err:  # Ctrl-C: 128 + SIGINT, as a shell reports it
+        typer.echo(f"interrupted: {err}", err=True)
+        raise typer.Exit(130) from None
+    except KeyboardInterrupt:  # before the study was opened: nothing to end
+        typer.echo("interrupted before anything was recorded", err=True)
+        raise typer.Exit(130) from None
     except StudyError as err:
         _fail(err)
     except StudyFailedError as err:

@@ -13,9 +13,12 @@ interval of work is lost.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import signal
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -54,6 +57,39 @@ _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")  # a user's own set
 class StudyFailedError(RuntimeError):
     """The study could not be completed after its trials began; nothing is left RUNNING, what
     was recorded stays, and the message says what to run next."""
+
+
+class StudyInterruptedError(RuntimeError):
+    """``study run`` was interrupted (SIGINT, Ctrl-C): its trials stopped, every run of the
+    study ended KILLED, nothing partial presented as its result; the message says how to resume.
+    The CLI exits 130 with it."""
+
+
+@contextlib.contextmanager
+def sigint_ignored():
+    """SIGINT ignored for the block (cleanup that must finish: ending runs); in the main thread
+    only, where Python handles signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def hold_sigint() -> bool:
+    """Ignore further SIGINTs from now until :func:`release_sigint` (main thread only): the
+    cleanup after an interrupt must finish. Returns True."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return True
+
+
+def release_sigint() -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @dataclass(frozen=True)
@@ -421,6 +457,9 @@ def launch(
     # Tune lets a custom searcher hold one pending trial at a time unless told otherwise;
     # every free slot may hold one, so concurrent trials start together.
     os.environ["TUNE_MAX_PENDING_TRIALS_PG"] = _USER_PENDING or str(_slots(spec, concurrency))
+    # Tune's own SIGINT handler absorbs the interrupt and returns as if the study had ended;
+    # without it, Ctrl-C raises KeyboardInterrupt here, and run_study ends every run KILLED
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     tuner = tune.Tuner(
         tune.with_resources(run_study_trial, resources),
         tune_config=tune.TuneConfig(
@@ -515,30 +554,42 @@ def run_study(
         return StudyRecord(tracking_uri, spec.study, artifacts)
 
     with study_lease(study, tracking_uri, spec.study, make_record):
-        with DriverRay(address, spec, max_concurrent or spec.max_concurrent) as ray_here:
-            with ThreadPoolExecutor(1, thread_name_prefix="study-record") as pool:
-                opening = pool.submit(
-                    _open_record, tracking_uri, spec, design, source_text, artifacts
+        opened: list[tuple[StudyRecord, str]] = []  # the record and parent, once open
+        interrupted = False
+        try:
+            with DriverRay(address, spec, max_concurrent or spec.max_concurrent) as ray_here:
+                with ThreadPoolExecutor(1, thread_name_prefix="study-record") as pool:
+                    opening = pool.submit(
+                        _open_record, tracking_uri, spec, design, source_text, artifacts
+                    )
+                    if not recorded:  # a new study runs every trial: start Ray meanwhile
+                        ray_here.start()
+                    record, parent_id = opening.result()
+                opened.append((record, parent_id))
+                measure_for_study(spec, design, record, parent_id, quiet)
+                schedule, trial_s = _run_trials(
+                    spec, design, record, parent_id, ray_here, study=study,
+                    max_concurrent=max_concurrent, quiet=quiet, tracking_uri=tracking_uri,
+                    rerun=rerun,
+                )  # fmt: skip
+                # Ray shuts down beside while the results are exported and the report drawn,
+                # here in the main thread, where an interrupt stops them at once
+                stopping = threading.Thread(target=ray_here.stop, name="study-ray-stop")
+                stopping.start()
+                results, findings = _export_and_report(
+                    record, parent_id, study, spec, tracking_uri, rerun
                 )
-                if not recorded:  # a new study runs every trial: start Ray while the record opens
-                    ray_here.start()
-                record, parent_id = opening.result()
-            measure_for_study(spec, design, record, parent_id, quiet)
-            schedule, trial_s = _run_trials(
-                spec, design, record, parent_id, ray_here, study=study,
-                max_concurrent=max_concurrent, quiet=quiet, tracking_uri=tracking_uri,
-                rerun=rerun,
-            )  # fmt: skip
-            # Ray shuts down while the results are exported and the report is drawn.
-            with ThreadPoolExecutor(1, thread_name_prefix="study-report") as pool:
-                finishing = pool.submit(
-                    _export_and_report, record, parent_id, study, spec, tracking_uri, rerun
-                )
-                ray_here.stop()
-                results, findings = finishing.result()
-        counts = record.status_counts()
-        ok = set(counts) <= {"FINISHED"} and counts.get("FINISHED", 0) == design.total
-        record.finish_parent(parent_id, ok=ok)
+                stopping.join()
+            counts = record.status_counts()
+            ok = set(counts) <= {"FINISHED"} and counts.get("FINISHED", 0) == design.total
+            record.finish_parent(parent_id, ok=ok)
+        except (KeyboardInterrupt, SystemExit):
+            interrupted = hold_sigint()  # the runs are ended below, outside the interrupted frames
+        if interrupted:
+            for record, parent_id in opened:
+                end_runs(record, parent_id, "KILLED")
+            release_sigint()
+            raise StudyInterruptedError(_interrupted(spec, rerun, bool(opened)))
     outcome = StudyOutcome(
         spec.study, tracking_uri, parent_id, results, counts, schedule.remaining,
         time.perf_counter() - t0, record.logging_s, trial_s,
@@ -569,7 +620,9 @@ def _run_trials(
     study: Storage, max_concurrent: int | None, quiet: bool, tracking_uri: str, rerun: str,
 ) -> tuple[Schedule, float]:  # fmt: skip
     """Run the trials the record lacks; returns the schedule and the trials' summed wall time.
-    A failure ends every unfinished run of the study."""
+    A failure ends every unfinished run of the study (FAILED; KILLED on an interrupt, which is
+    raised again as KeyboardInterrupt)."""
+    interrupted = False
     try:
         schedule = design.schedule(record.past_trials())
         trial_s = 0.0
@@ -582,14 +635,43 @@ def _run_trials(
         elif not quiet:
             print(f"study {spec.study}: all {schedule.total} trials FINISHED; nothing to run")
         return schedule, trial_s
+    except (KeyboardInterrupt, SystemExit):
+        interrupted = hold_sigint()  # ended below, once the interrupted frames are gone
     except BaseException as err:
-        record.end_unfinished(parent_id, "KILLED" if _interrupted(err) else "FAILED")
+        end_runs(record, parent_id, "FAILED")
         if isinstance(err, StudyFailedError):
             raise StudyFailedError(f"{err}\n{_next_steps(spec, tracking_uri, rerun)}") from err
         if isinstance(err, Exception):
             message = f"{type(err).__name__}: {err}"
             raise StudyFailedError(f"{message}\n{_next_steps(spec, tracking_uri, rerun)}") from err
         raise
+    if interrupted:
+        end_runs(record, parent_id, "KILLED")
+        raise KeyboardInterrupt  # SIGINT stays held: run_study ends the rest and releases it
+
+
+def end_runs(record: StudyRecord, parent_id: str, status: str, tries: int = 3) -> None:
+    """End every unfinished run of the study ``status``, with SIGINT ignored (a second Ctrl-C
+    must not leave one RUNNING). An interrupt can land inside one of this process's own
+    SQLite writes: the garbage of the interrupted frames is collected first, and a store
+    still locked is disposed of and tried again."""
+    import gc
+
+    from mlflow.exceptions import MlflowException
+
+    with sigint_ignored():
+        for attempt in range(tries):
+            gc.collect()  # an interrupted session's connection goes back to the pool, rolled back
+            try:
+                record.end_unfinished(parent_id, status)
+                return
+            except MlflowException:
+                if attempt == tries - 1:
+                    raise
+                store = getattr(getattr(record.client, "_tracking_client", None), "store", None)
+                engine = getattr(store, "engine", None)
+                if engine is not None:
+                    engine.dispose()
 
 
 def _open_record(
@@ -642,8 +724,16 @@ def _summarise(record: StudyRecord, parent_id: str, results: Path, spec: StudySp
         print(f"the parent run's summary was not logged: {type(err).__name__}: {err}")
 
 
-def _interrupted(err: BaseException) -> bool:
-    return isinstance(err, KeyboardInterrupt | SystemExit)
+def _interrupted(spec: StudySpec, rerun: str, recorded: bool) -> str:
+    """What ``study run`` says when interrupted."""
+    if not recorded:
+        return f"study {spec.study!r} interrupted before anything was recorded. Run it: {rerun}"
+    return (
+        f"study {spec.study!r} interrupted: its trials were stopped and every run of it that "
+        "was not finished ended KILLED (none is left RUNNING); no result or report was written "
+        "for this run. Resume it (finished trials are kept, the others continue from their "
+        f"checkpoints): {rerun}"
+    )
 
 
 def _rerun_command(
