@@ -234,8 +234,11 @@ def _recorder_class():
     class MlflowRecorder(tune.Callback):
         """Writes each trial's evaluations into its one child run, skipping replayed steps."""
 
-        def __init__(self, record: StudyRecord, run_ids: dict[str, str], new_run) -> None:
+        def __init__(
+            self, record: StudyRecord, run_ids: dict[str, str], new_run, study: Storage
+        ) -> None:
             self.record, self.run_ids, self.new_run = record, run_ids, new_run
+            self.study = study
             self.logged: dict[str, int] = {}
             self.finished: set[str] = set()
 
@@ -264,7 +267,11 @@ def _recorder_class():
             self.record.log_evaluation(run_id, result, step)
             self.logged[key] = step
 
+        def on_trial_recover(self, iteration, trials, trial, **info):
+            storage_lost(self.study)  # retrying against storage that is gone helps nobody
+
         def on_trial_error(self, iteration, trials, trial, **info):
+            storage_lost(self.study)
             message = ""
             error_file = getattr(trial, "error_file", None)
             if error_file and Path(error_file).exists():
@@ -272,6 +279,25 @@ def _recorder_class():
             self.record.fail_trial(self._run_id(trial), message or "trial failed")
 
     return MlflowRecorder
+
+
+class StorageLostError(RuntimeError):
+    """The study's storage cannot be written any more (a deleted bucket, lost credentials)."""
+
+
+def _lost_words(study: Storage) -> str:
+    return (f"--storage {study.uri}: the study's storage cannot be written any more (was the "
+            "bucket or folder deleted, or its credentials lost?); the trials keep their "
+            "checkpoints and results there, so the study stopped instead of retrying against "
+            "it. Restore the storage and run the study again to resume it")  # fmt: skip
+
+
+def storage_lost(study: Storage) -> None:
+    """Raise StorageLostError, naming ``--storage``, when a write-read-delete there fails."""
+    try:
+        check_writable(study)
+    except OSError as err:
+        raise StorageLostError(f"{_lost_words(study)} ({err})") from None
 
 
 def _slots(spec: StudySpec, concurrency: int | None) -> int:
@@ -448,7 +474,7 @@ def launch(
         # non-empty request), and Tune runs no more trials at once than the cluster holds.
         resources = {"cpu": 0, "gpu": 0, "memory": 1}
         concurrency = _slots(spec, concurrency)
-    recorder = _recorder_class()(record, run_ids, new_run)
+    recorder = _recorder_class()(record, run_ids, new_run, study)
     progress = StudyProgress(
         spec.study, schedule.total, schedule.done, _slots(spec, concurrency),
         spec.target.metric, spec.target.mode,
@@ -481,8 +507,13 @@ def launch(
     )
     try:
         results = tuner.fit()
+    except StorageLostError as err:
+        raise StudyFailedError(str(err)) from err
     except Exception as err:  # Tune's own failure, not a trial's: nothing stays RUNNING
-        raise StudyFailedError(f"Ray Tune failed: {type(err).__name__}: {err}") from err
+        with contextlib.suppress(StorageLostError):
+            storage_lost(study)  # the usual reason Tune itself fails mid-study: say it
+            raise StudyFailedError(f"Ray Tune failed: {type(err).__name__}: {err}") from err
+        raise StudyFailedError(_lost_words(study)) from err
     finally:
         if not quiet:
             view.close()

@@ -229,3 +229,42 @@ def test_a_studys_bucket_data_root_is_downloaded_once_per_node(
     for run in runs:  # the training data's source in the record is the bucket
         inputs = MlflowClient(uri).get_run(run.info.run_id).inputs.dataset_inputs
         assert [i.dataset.source_type for i in inputs] == ["s3"]
+
+
+@pytest.mark.slow
+def test_a_bucket_deleted_mid_study_stops_it_naming_storage(s3_server, workdir, ray_tmp):
+    """The field report: every trial retried against the missing bucket and the last error
+    blamed Ray ('No experiment snapshot file'). The study stops, names --storage, and leaves
+    no run RUNNING."""
+    make_bucket("gone")
+    spec = write_spec(workdir / "s.yaml", "lost-bucket",
+                      factors={"temperature": {"levels": [0.1, 0.3, 0.5]}},
+                      trial={"budget_examples": BUDGET, "batch_size": BATCH, "eval_marks": 4},
+                      max_concurrent=1)  # fmt: skip
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    driver = subprocess.Popen(
+        [STUDY, "run", str(spec), "--tracking-uri", uri, "--storage", "s3://gone/runs"],
+        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    wait_for(lambda: any(k.endswith("/DONE") for k in object_keys("gone", "runs/")), 240,
+             "a checkpoint in the bucket", driver)  # fmt: skip
+    from botocore.exceptions import ClientError
+
+    client = s3_client()
+    for _ in range(50):  # empty it and delete it, whatever the driver writes meanwhile
+        keys = [k["Key"] for k in client.list_objects_v2(Bucket="gone").get("Contents", [])]
+        if keys:
+            client.delete_objects(Bucket="gone", Delete={"Objects": [{"Key": k} for k in keys]})
+        try:
+            client.delete_bucket(Bucket="gone")
+            break
+        except ClientError:
+            continue
+    else:
+        pytest.fail("the bucket could not be deleted")
+    _, err = driver.communicate(timeout=400)
+    assert driver.returncode == 1, err[-3000:]
+    assert "--storage s3://gone/runs/lost-bucket: the study's storage cannot be written" in err
+    assert "No experiment snapshot" not in err.split("error:")[-1]
+    assert {r.info.status for r in child_runs(uri, "lost-bucket")} <= {"FINISHED", "FAILED"}
