@@ -35,10 +35,13 @@ def statuses(uri: str) -> set[str]:
 
 
 @pytest.mark.slow
-def test_an_interrupt_during_the_trials_kills_their_runs_and_says_how_to_resume(workdir, ray_tmp):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_interrupt_during_the_trials_kills_their_runs_and_says_how_to_resume(
+    workdir, ray_tmp, workers
+):
     spec = write_spec(workdir / "s.yaml", NAME, factors={"temperature": {"levels": [0.1, 0.5]}},
-                      trial={"budget_examples": 128 * 60, "batch_size": 128, "eval_marks": 6},
-                      max_concurrent=1)  # fmt: skip
+                      trial={"budget_examples": 128 * 24, "batch_size": 128, "eval_marks": 6},
+                      max_concurrent=1, resources={"workers": workers, "cpu": 1})  # fmt: skip
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     first = driver(spec, workdir, uri)
     trial_dir = workdir / "studies" / NAME / "trials" / "p000-r0"
