@@ -5,6 +5,8 @@
 # with neither, or without apt-get, this fails saying what to install. Selenium itself comes with
 # the dev extra (scripts/setup_env.sh).
 set -euo pipefail
+# shellcheck source=scripts/apt_install.sh
+source "$(dirname "$0")/apt_install.sh"
 CHROMIUM=/usr/bin/chromium
 CHROMEDRIVER=/usr/bin/chromedriver
 
@@ -17,18 +19,7 @@ fail() {
 }
 
 if ! have; then
-  if [ "$(id -u)" -eq 0 ]; then
-    SUDO=()
-  elif command -v sudo >/dev/null; then
-    SUDO=(sudo)
-  else
-    fail "installing chromium needs root, and this is user $(id -un) without sudo"
-  fi
-  command -v apt-get >/dev/null || fail "no apt-get here to install chromium and chromium-driver"
-  echo "installing chromium and chromium-driver with apt-get"
-  "${SUDO[@]}" apt-get update -qq
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    --no-install-recommends chromium chromium-driver fonts-liberation >/dev/null
+  apt_install chromium chromium-driver fonts-liberation
   have || fail "apt-get installed chromium and chromium-driver, but $CHROMIUM or $CHROMEDRIVER" \
     "is still missing (a distribution that ships chromium as a snap has no usable one)"
 fi

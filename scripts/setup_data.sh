@@ -6,6 +6,8 @@
 # directly, otherwise through sudo; with neither, or without apt-get, this fails saying what to
 # install. Nothing is downloaded from anywhere but the distribution's own archive.
 set -euo pipefail
+# shellcheck source=scripts/apt_install.sh
+source "$(dirname "$0")/apt_install.sh"
 PACKAGE=dataset-fashion-mnist
 FOLDER=/usr/share/datasets/fashion-mnist
 FILES=(train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte)
@@ -26,18 +28,7 @@ fail() {
 }
 
 if [ -n "$(absent)" ]; then
-  if [ "$(id -u)" -eq 0 ]; then
-    SUDO=()
-  elif command -v sudo >/dev/null; then
-    SUDO=(sudo)
-  else
-    fail "installing $PACKAGE needs root, and this is user $(id -un) without sudo"
-  fi
-  command -v apt-get >/dev/null || fail "no apt-get here to install $PACKAGE"
-  echo "installing $PACKAGE with apt-get"
-  "${SUDO[@]}" apt-get update -qq
-  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    --no-install-recommends "$PACKAGE" >/dev/null || fail "apt-get could not install $PACKAGE"
+  apt_install "$PACKAGE"
   missing=$(absent | paste -sd ' ')
   [ -z "$missing" ] || fail "apt-get installed $PACKAGE, but $FOLDER still lacks: $missing"
 fi
