@@ -51,8 +51,11 @@ def test_min_mode_picks_the_smallest_mean_and_two_replicates_give_t_with_one_df(
     best = best_point(df, M, "min")
     # mean 0.8, s = √0.02 = 0.141421, half = 12.706 · 0.141421 / √2 = 1.270620
     assert best.point_id == "p0" and best.mean == pytest.approx(0.8)
-    assert best.ci_low == pytest.approx(0.8 - T_1 * 0.1, abs=1e-12)
-    assert best.ci_high == pytest.approx(0.8 + T_1 * 0.1, abs=1e-12)
+    low, high = t_interval([0.7, 0.9])
+    assert low == pytest.approx(0.8 - T_1 * 0.1, abs=1e-12)
+    assert high == pytest.approx(0.8 + T_1 * 0.1, abs=1e-12)
+    # an accuracy's interval is cut to [0, 1]: the t interval runs far past both ends here
+    assert (best.ci_low, best.ci_high) == (0.0, 1.0)
 
 
 def test_one_replicate_has_no_interval_never_a_zero_width_one():
@@ -84,7 +87,8 @@ def test_nan_values_leave_their_point_and_a_point_of_nans_is_no_candidate():
     ])  # fmt: skip
     best = best_point(df, M, "max")
     assert best.point_id == "p0" and best.n == 2 and best.mean == pytest.approx(0.7)
-    assert best.ci_high - best.ci_low == pytest.approx(2 * T_1 * 0.1)
+    assert t_interval([0.6, 0.8]) == pytest.approx((0.7 - T_1 * 0.1, 0.7 + T_1 * 0.1))
+    assert (best.ci_low, best.ci_high) == (0.0, 1.0)  # the two values, NaN left out, cut
     assert best.points == 1 and best.finished == 5
 
 
