@@ -251,9 +251,11 @@ def _nothing_detected(fit: ResponseFit) -> str:
         if e.detectable is not None
     )
     detectable = f" (smallest detectable at 80% power: {sizes})" if sizes else ""
-    if fit.surface is not None and fit.surface.exact:
-        detectable = (" (the model reproduces every trial: no residual degrees of freedom to "
-                      "test against; replicate the points)")  # fmt: skip
+    surface = fit.surface
+    if surface is not None and (not surface.error_df or (surface.exact and surface.error_df < 2)):
+        detectable = (f" (the model reproduces every trial with {surface.error_df} residual "
+                      "degree(s) of freedom: no error to test against; replicate the "
+                      "points)")  # fmt: skip
     return f"No factor has a detectable effect on {fit.response}{detectable}."
 
 

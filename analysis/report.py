@@ -241,10 +241,15 @@ def _signed(response: str, value: float) -> str:
 
 def _effect_sentence(e: Effect, detected: bool) -> str:
     change = e.change[0].upper() + e.change[1:]
+    if e.std_err is None and detected:  # exact data with spare df: certain, but no interval
+        verb = "raises" if e.estimate > 0 else "lowers"
+        return (f"{change} {verb} {e.response} by {_amount(e.response, e.estimate)} (the model "
+                "reproduces every trial: no interval).")  # fmt: skip
     if e.std_err is None:  # no residual degrees of freedom: an estimate, never a finding
         return (f"{change}: estimated at {_signed(e.response, e.estimate)} on {e.response}, not "
-                "tested: the model reproduces every trial (no residual degrees of freedom), so "
-                "there is no error to test it against; replicate the points.")  # fmt: skip
+                "tested: the model reproduces every trial with at most one residual degree "
+                "of freedom, so there is no error to test it against; replicate the "
+                "points.")  # fmt: skip
     p = "n/a" if e.p_adjusted is None else f"{e.p_adjusted:.2g}"
     if detected:
         verb = "raises" if e.estimate > 0 else "lowers"
@@ -269,8 +274,12 @@ def findings(fit: ResponseFit) -> Findings | None:
     flat = s.optimum is None
     weak = s.model_p is not None and s.model_p > ALPHA
     unpredictive = math.isfinite(s.pred_r2) and s.pred_r2 <= 0
-    # a model that reproduces every trial has no error: nothing is tested, nothing is found
-    beats_mean = not (flat or weak or unpredictive or s.exact)
+    # no residual degrees of freedom, or one that the model reproduces exactly (accuracies on a
+    # few hundred rows take few values: four trials fit by three terms can agree by chance):
+    # there is no error to test against, so nothing is tested or found. An exact fit with two
+    # or more spare degrees of freedom is data without noise, and its effects are certain.
+    saturated = not s.error_df or (s.exact and s.error_df < 2)
+    beats_mean = not (flat or weak or unpredictive or saturated)
     evidence = (f"model F test p = {_num(s.model_p, '.2g')}, predicted R² = "
                 f"{_num(s.pred_r2, '.2f')}")  # fmt: skip
     block = None
@@ -290,9 +299,10 @@ def findings(fit: ResponseFit) -> Findings | None:
         why = f"the model does not beat the mean ({evidence})"
         if flat:
             why = "the fitted surface is flat"
-        if s.exact:
-            why = ("the model reproduces every trial, so no residual degrees of freedom are left "
-                   "to test an effect against; replicate the points")  # fmt: skip
+        if saturated:
+            why = (f"the model leaves {s.error_df} residual degree(s) of freedom and "
+                   f"{'reproduces every trial' if s.exact else 'no error'}, so there is no "
+                   "error to test an effect against; replicate the points")  # fmt: skip
             untested = tuple(_effect_sentence(e, False) for e in effects)
             return Findings(s.response, False, f"No effect on {s.response} can be tested: {why}.",
                             (), untested, None, block, effects)  # fmt: skip
@@ -300,7 +310,9 @@ def findings(fit: ResponseFit) -> Findings | None:
                     + (f" The smallest effects this study could have detected at {POWER:.0%} "
                        f"power, from its own error: {sizes}." if sizes else ""))  # fmt: skip
         return Findings(s.response, False, headline, (), (), None, block, effects)
-    detected = [e for e in effects if e.p_adjusted is not None and e.p_adjusted <= ALPHA]
+    # exact data with residual df to spare (no noise at all): the effects are certain
+    detected = [e for e in effects if e.std_err is None or
+                (e.p_adjusted is not None and e.p_adjusted <= ALPHA)]  # fmt: skip
     found = tuple(_effect_sentence(e, True) for e in detected)
     missed = tuple(_effect_sentence(e, False) for e in effects if e not in detected)
     headline = f"The model of {s.response} beats the mean ({evidence})."

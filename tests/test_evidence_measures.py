@@ -93,7 +93,7 @@ def test_class_geometry_worst_and_spread_match_loops():
         assert len(per_space[space]) == 4
 
 
-def test_one_class_only_is_the_global_value_with_no_spread():
+def test_one_class_only_is_the_global_value_and_its_spread_is_not_measured():
     from trainables.diagnostics import space_metrics
 
     h1, h2 = seeded(15, 5, seed=7), seeded(15, 5, seed=8)
@@ -103,7 +103,10 @@ def test_one_class_only_is_the_global_value_with_no_spread():
     overall = space_metrics(h1, h2, "h")
     assert metrics["h/align_worst_class"] == pytest.approx(overall["h/align"], rel=1e-12)
     assert metrics["h/uniform_worst_class"] == pytest.approx(overall["h/uniform"], rel=1e-12)
-    assert metrics["h/align_class_spread"] == metrics["h/uniform_class_spread"] == 0.0
+    # a spread over one class is not 0: it is not measured (NaN), and the count says why
+    assert math.isnan(metrics["h/align_class_spread"])
+    assert math.isnan(metrics["h/uniform_class_spread"])
+    assert metrics["h/align_classes"] == metrics["h/uniform_classes"] == 1.0
 
 
 def test_every_class_of_one_row_has_no_uniformity():
