@@ -15,7 +15,8 @@ heartbeat every :func:`heartbeat_s` seconds. A second driver is refused (``Study
 naming the holder, its host and since when; a lease whose heartbeat is older than
 :func:`timeout_s` (a driver that was killed, a host that went away) is taken over, and the
 takeover is said on the terminal and kept as the experiment tag ``study.driver_takeover``.
-Liveness never depends on the host: a lease written elsewhere counts as long as it beats.
+A lease written on another host counts as long as it beats; one written on this host by a
+process that is gone (a driver killed and rerun at once) is taken over without waiting.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ class DriverLease:
             holder = place.read()
             if holder is None or holder.token == self.me.token:
                 continue
-            if now - holder.beat < timeout_s():
+            if now - holder.beat < timeout_s() and not self._dead_here(holder):
                 raise self._refusal(holder, place, now)
             stale.append((holder, place))
         for place in self.places:
@@ -187,6 +188,19 @@ class DriverLease:
         self._thread = threading.Thread(target=self._beat, name="study-lease", daemon=True)
         self._thread.start()
         return self
+
+    def _dead_here(self, holder: Holder) -> bool:
+        """A holder on this host whose process is gone (a killed driver, rerun at once): its
+        lease is dead now, without waiting out the heartbeat's timeout."""
+        if holder.host != self.me.host:
+            return False
+        try:
+            os.kill(holder.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # alive, another user's
+            return False
+        return False
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
@@ -226,10 +240,11 @@ class DriverLease:
         )
 
     def _say_takeover(self, holder: Holder, place, now: float) -> None:
-        text = (
-            f"took over the lease of a driver with no heartbeat for {now - holder.beat:.0f} s "
-            f"(more than {timeout_s():.0f} s): {holder.describe(now)}; it was {place.where}"
-        )
+        silent = now - holder.beat
+        why = (f"no heartbeat for {silent:.0f} s (more than {timeout_s():.0f} s)"
+               if silent >= timeout_s() else "a process that is gone from this host")  # fmt: skip
+        text = (f"took over the lease of a driver with {why}: {holder.describe(now)}; it was "
+                f"{place.where}")  # fmt: skip
         print(f"study {self.study}: {text}", file=sys.stderr)  # quiet or not: it matters
         for target in self.places:
             if isinstance(target, TrackingLease):

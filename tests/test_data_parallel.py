@@ -57,11 +57,11 @@ def instrument(monkeypatch_setattr, recorded: Recorded) -> None:
         watch_add(self, loss, step)
 
     def batches_recorded(self):
-        for step, idx, v1, v2, groups in batches(self):
+        for step, idx, v1, v2, groups, pool in batches(self):
             recorded.indices.append(idx.clone())
             if recorded.first_views is None:
                 recorded.first_views = v1.clone()
-            yield step, idx, v1, v2, groups
+            yield step, idx, v1, v2, groups, pool
 
     monkeypatch_setattr(train_module.DivergenceWatch, "add", add)
     monkeypatch_setattr(train_module._Trial, "batches", batches_recorded)

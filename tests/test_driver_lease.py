@@ -179,3 +179,18 @@ def test_two_real_drivers_on_one_store_or_one_bucket_run_every_trial_once(
     assert duplicated_metric_rows(workdir / "t1.db") == []
     assert not (other / "t2.db").exists()  # C was refused before it touched its own store
     assert not (other / "studies" / "two-drivers" / "trials").exists()  # B trained nothing
+
+
+def test_a_lease_of_a_dead_process_on_this_host_is_taken_over_at_once(workdir, capsys):
+    """A driver SIGKILLed and rerun at once: its lease still looks fresh, but its process is
+    gone from this host."""
+    import socket
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    _, study, _ = places(workdir)
+    StorageLease(study).write(Holder("killed", socket.gethostname(), gone.pid, time.time(),
+                                     time.time()))  # fmt: skip
+    with lease(workdir) as held:
+        assert StorageLease(study).read().token == held.me.token
+    assert "a process that is gone from this host" in capsys.readouterr().err

@@ -118,7 +118,7 @@ study: lr-tau
 trial: {dataset: digits, budget_examples: 1536}
 factors:
   base_lr: {levels: [1e-4, 1e-3], scale: log}
-  temperature: {levels: [0.05, 0.2, 0.5], scale: log}
+  temperature: {levels: [0.05, 0.5], scale: log}
 design: {kind: central_composite}
 """
 
@@ -141,7 +141,7 @@ def test_numbers_as_researchers_write_them_make_a_two_factor_ccd_of_nine_points(
     [("[5E-2, .5]", [0.05, 0.5]), ("['1e-1', '2e-1']", [0.1, 0.2]), ("[1, 2]", [1.0, 2.0])],
 )
 def test_numeric_fields_never_get_text_levels(tmp_path, levels, expected):
-    spec = spec_text(tmp_path, CCD.replace("[0.05, 0.2, 0.5]", levels))
+    spec = spec_text(tmp_path, CCD.replace("[0.05, 0.5]", levels))
     assert spec.factors["temperature"].levels == expected
     assert all(type(v) is float for v in spec.factors["temperature"].levels)
 
@@ -149,7 +149,7 @@ def test_numeric_fields_never_get_text_levels(tmp_path, levels, expected):
 def test_integer_fields_read_integral_numbers(tmp_path):
     text = CCD.replace("budget_examples: 1536", "budget_examples: 1.536e3")
     assert spec_text(tmp_path, text).trial["budget_examples"] == 1536
-    text = CCD.replace("temperature: {levels: [0.05, 0.2, 0.5], scale: log}",
+    text = CCD.replace("temperature: {levels: [0.05, 0.5], scale: log}",
                        "batch_size: {levels: [6.4e1, 128]}")  # fmt: skip
     assert spec_text(tmp_path, text).factors["batch_size"].levels == [64, 128]
 
@@ -159,7 +159,7 @@ def test_text_fields_keep_number_like_text(tmp_path):
     spec = spec_text(tmp_path, text.replace("study: lr-tau", "study: 2024"))
     assert spec.trial["data_root"] == "20240501" and spec.study == "2024"
     text = CCD.replace(
-        "temperature: {levels: [0.05, 0.2, 0.5], scale: log}",
+        "temperature: {levels: [0.05, 0.5], scale: log}",
         "data_root: {levels: [20240501, 0x1F, yes]}",
     )
     assert spec_text(tmp_path, text).factors["data_root"].levels == ["20240501", "0x1F", "yes"]
@@ -185,7 +185,7 @@ def test_text_fields_keep_number_like_text(tmp_path):
     ],
 )  # fmt: skip
 def test_factors_whose_type_does_not_fit_are_refused_with_the_reason(tmp_path, factor, words):
-    text = CCD.replace("temperature: {levels: [0.05, 0.2, 0.5], scale: log}", factor)
+    text = CCD.replace("temperature: {levels: [0.05, 0.5], scale: log}", factor)
     with pytest.raises(StudyError) as caught:
         spec_text(tmp_path, text)
     assert words in str(caught.value)
@@ -194,7 +194,7 @@ def test_factors_whose_type_does_not_fit_are_refused_with_the_reason(tmp_path, f
 def test_a_ccd_without_numeric_factors_says_why_they_are_categorical(tmp_path):
     text = CCD.replace("base_lr: {levels: [1e-4, 1e-3], scale: log}",
                        "augmentation: {levels: [crop, crop+noise]}").replace(
-        "temperature: {levels: [0.05, 0.2, 0.5], scale: log}",
+        "temperature: {levels: [0.05, 0.5], scale: log}",
         "mlp_hidden: {levels: [[64], [128]]}")  # fmt: skip
     with pytest.raises(StudyError, match="augmentation, mlp_hidden are categorical"):
         build_design(spec_text(tmp_path, text))

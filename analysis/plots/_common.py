@@ -35,8 +35,8 @@ _SPACE_NAMES = {"z": "z, projection output", "h": "h, backbone features"}
 # numeric trial setting a design can vary (trainables.config.TrialConfig); tests/test_plots.py
 # checks both lists against trainables.
 _GEOMETRY = ("align", "uniform", "effective_rank", "dim_std_min", "dim_std_mean", "zero_rows")
-_CLASS_GEOMETRY = ("align_worst_class", "align_class_spread", "uniform_worst_class",
-                   "uniform_class_spread")  # fmt: skip
+_CLASS_GEOMETRY = ("align_worst_class", "align_class_spread", "align_classes",
+                   "uniform_worst_class", "uniform_class_spread", "uniform_classes")  # fmt: skip
 _SUBGROUPS = ("", "_worst_class", "_class_gap", "_worst_group", "_group_gap")
 # The shift tests' corruption families (trainables.shift.COVERED_BY: images, then toy vectors)
 # and severities; tests/test_plots.py checks the families against trainables.
@@ -52,7 +52,7 @@ KNOWN_METRICS = (
     *(f"shift/{family}/{leaf}" for family in _SHIFT_FAMILIES for leaf in _PROBE_LEAVES),
     *(f"shift/mean_{leaf}" for leaf in _PROBE_LEAVES),
     "sim/pos_mean", "sim/neg_mean", "sim/neg_q99", "sim/false_negative_rate",
-    "sim/hardest_neg_share", "loss/candidates",
+    "sim/hardest_neg_share", "loss/candidates", "loss/candidates_steps",
     "train/loss", "train/lr", "train/examples_seen", "train/steps", "train/examples_per_s",
     "examples_seen", "steps", "resumed_from", "wall_s",
     *(f"time/{name}" for name in ("train_s", "eval_s", "data_s", "checkpoint_s", "compile_s",
@@ -77,6 +77,8 @@ _METRIC_NOTES = {
     "align_worst_class": "the worst held-out class, lower = tighter positives",
     "uniform_worst_class": "the worst held-out class, lower = more uniform",
     "class_spread": "worst minus best held-out class, lower = more even",
+    "classes": "the held-out classes it was measured on",
+    "candidates_steps": "the training steps loss/candidates averages over",
     "gap": "overall top-1 minus the worst class or group, lower = more even",
 }
 
