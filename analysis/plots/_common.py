@@ -15,10 +15,10 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator, PercentFormatter
 
 from analysis.baselines import baselines_of, counterpart
-from analysis.units import level
+from analysis.units import is_accuracy, level
 
 _CMAP = "viridis"
 
@@ -364,9 +364,17 @@ _BASELINE_STYLES = {"raw": ":", "random_init": "--", "supervised": "-."}
 _BASELINE_NAMES = {"raw": "raw input", "random_init": "random-init", "supervised": "supervised"}
 
 
+def _percent_axis(ax: Axes, metric: str) -> None:
+    """An accuracy's axis in percent, as the headline and the reference lines speak of it."""
+    if is_accuracy(metric):
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=None))
+
+
 def _draw_baselines(ax: Axes, df: pd.DataFrame | None, metric: str) -> int:
     """A labelled horizontal line for each of the study's baselines that measured ``metric``
-    (the raw input answers a ``_z`` probe with its ``_h`` score); returns how many were drawn."""
+    (the raw input answers a ``_z`` probe with its ``_h`` score), on an axis in percent for an
+    accuracy; returns how many were drawn."""
+    _percent_axis(ax, metric)
     drawn = 0
     for kind, entry in baselines_of(df if df is not None else pd.DataFrame()).items():
         metrics = entry.get("metrics") or {}
