@@ -36,7 +36,7 @@ def test_the_shipped_fashion_mnist_study_runs_in_smoke_mode(workdir, ray_tmp):
     raw = parent.data.metrics["baseline/raw/probe/knn_top1_h"]
     random_init = parent.data.metrics["baseline/random_init/probe/knn_top1_h"]
     # the raw 14 × 14 pixels are a strong reference on Fashion-MNIST; an untrained CNN is weaker
-    assert 0.5 < random_init < raw < 0.95
+    assert 0.3 < random_init < raw < 0.95
     report = workdir / "studies" / name / "report" / "report.json"
     summary = json.loads(report.read_text())
     assert summary["baselines"]["raw"]["about"].startswith("the (1, 14, 14) input flattened to 196")
