@@ -26,6 +26,8 @@ import pandas as pd
 from analysis.best import BestPoint
 from analysis.units import amount, level
 
+# trainables.baselines.KINDS and NAMES, written again here: importing that module would load
+# torch into every analysis (a notebook reading a results table needs none)
 ORDER = ("raw", "random_init", "supervised")
 NAMES = {
     "raw": "the raw input",

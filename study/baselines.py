@@ -21,6 +21,7 @@ from mlflow.entities import Metric, RunTag
 
 from analysis.record import BASELINES_TAG
 from search_spaces.spec import StudySpec
+from study.record import MAX_TAG
 from trainables.baselines import (
     ARCHITECTURE_FIELDS,
     Baseline,
@@ -30,7 +31,6 @@ from trainables.baselines import (
 from trainables.data import DATA_FIELDS
 
 BASELINES_ARTIFACT = "baselines.json"
-MAX_TAG = 8000  # MLflow's limit on a tag's value
 
 
 def study_configs(design) -> tuple[Any, tuple[int, ...], str]:

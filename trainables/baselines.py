@@ -267,14 +267,3 @@ MEASURES = {
 def metric_name(kind: str, metric: str) -> str:
     """The name a baseline's value is logged under: ``baseline/<kind>/<the trial's name>``."""
     return f"baseline/{kind}/{metric}"
-
-
-def counterpart(kind: str, metric: str) -> str | None:
-    """The baseline metric a trial's ``metric`` is compared with: the same name, except that
-    the raw input (which has no head) answers a ``_z`` probe with its ``_h`` score; None when
-    the kind does not measure it (the raw input has no geometry)."""
-    if kind == "raw":
-        if not metric.startswith("probe/"):
-            return None
-        return metric[: -len("_z")] + "_h" if metric.endswith("_z") else metric
-    return metric if metric.startswith(PREFIXES) else None
