@@ -7,7 +7,7 @@ TrialConfig and derived values once more, losslessly, as JSON in the tag ``study
 Runs recorded before that tag existed are read by each field's declared type instead (never by
 guessing the type from the text).
 
-The names below are the record's contract (``shared/design.md``); ``study/`` writes with them.
+The names below are the record's contract (``docs/mlflow.md``); ``study/`` writes with them.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def study_runs(client, experiment_id: str, role: str) -> list:
 
 
 def trial_row(study: str, key: str, run, factors: list[str]) -> dict[str, Any]:
-    """One results row of a child run (``shared/design.md``'s results table)."""
+    """One results row of a child run (the columns of ``docs/storage.md``'s results table)."""
     params, tags, metrics = run.data.params, run.data.tags, run.data.metrics
     config, derived = decode_trial(params, tags)
     row: dict[str, Any] = {

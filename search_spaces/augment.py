@@ -11,6 +11,7 @@ points as block 2. Nothing here reads or writes the record.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +48,28 @@ def augment_spec(
     return new, build_design(new)
 
 
+def parent_run_name(spec: StudySpec) -> str:
+    """The name of the parent run a study file opens: the study's own, and for the block that
+    ``study augment`` adds, ``<study> · block 2 (axial and centre points)``, so the MLflow UI
+    tells the two parent runs of one study apart."""
+    if spec.design.augments is None:
+        return spec.study
+    return f"{spec.study} · block 2 (axial and centre points)"
+
+
 def augmented_path(source: Path) -> Path:
     """Where the augmented study file goes: beside the factorial's, ``<stem>-ccd.yaml``."""
     return source.with_name(f"{source.stem}-ccd.yaml")
 
 
-def augmented_yaml(spec: StudySpec, design: FixedDesign, source: str) -> str:
-    """The augmented study file: a comment saying what it is, then the canonical spec."""
+def augmented_yaml(
+    spec: StudySpec, design: FixedDesign, source: str, text: str | None = None
+) -> str:
+    """The augmented study file: a comment saying what it is, then the factorial's own study
+    file ``text`` with only its ``design`` changed: its comments, key order, quoting, flow or
+    block style and indentation kept (a round trip through ruamel.yaml). Without ``text``, or
+    when the edited file would not read back as ``spec``, the canonical spec, with no key whose
+    value is absent (never ``range: null``)."""
     blocks = design.structure["blocks"]
     augments = spec.design.augments
     header = [
@@ -64,8 +80,158 @@ def augmented_yaml(spec: StudySpec, design: FixedDesign, source: str) -> str:
         "new axial and centre trials.",
         "# `study run` on this file runs block 2 only, as a second parent run of the same study.",
     ]
-    return (
-        "\n".join(header)
-        + "\n"
-        + yaml.safe_dump(spec.canonical(), sort_keys=False, allow_unicode=True)
-    )
+    body = _edited(text, spec) if text is not None else None
+    if body is None:
+        body = _canonical_text(spec)
+    return "\n".join(header) + "\n" + body
+
+
+def _reads_back_as(text: str, spec: StudySpec) -> bool:
+    """Whether ``text`` is a study file of exactly ``spec`` (as ``study run`` reads it: numbers
+    by their fields' types, YAML 1.1's ``yes``/``0x1F``/``1:20`` as text)."""
+    from search_spaces.spec import StudyError
+    from trainables.text import load_yaml
+
+    try:
+        again = parse_spec(load_yaml(text), "the augmented study file")
+    except (StudyError, yaml.YAMLError):
+        return False
+    return again.sha == spec.sha and again.canonical() == spec.canonical()
+
+
+def _design_map(spec: StudySpec, old: Any):
+    """The new ``design`` mapping, edited in place when the file had one (its comments stay):
+    kind central_composite, the factorial's replicates and seed as written, face, alpha (a ccc
+    design's), centre runs and ``augments`` (the spec_sha quoted: it is text)."""
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.scalarstring import SingleQuotedScalarString
+
+    new = spec.design
+    mapping = old if isinstance(old, CommentedMap) else CommentedMap()
+    if mapping.fa.flow_style():  # it now holds a nested mapping: one key a line reads better
+        mapping.fa.set_block_style()
+    for option in ("generators", "resolution"):  # they describe the factorial: into augments
+        mapping.pop(option, None)
+    _set(mapping, "kind", new.kind)
+    _set(mapping, "face", new.face)
+    if new.face != "ccf":
+        _set(mapping, "alpha", new.alpha)
+    else:
+        mapping.pop("alpha", None)
+    _set(mapping, "center", new.center)
+    if new.replicates != 1 or "replicates" in mapping:
+        _set(mapping, "replicates", new.replicates)
+    if new.seed != 0 or "seed" in mapping:
+        _set(mapping, "seed", new.seed)
+    augments = CommentedMap()
+    for key, value in new.augments.model_dump(mode="json", exclude_none=True).items():
+        augments[key] = SingleQuotedScalarString(value) if key == "spec_sha" else value
+    mapping["augments"] = augments
+    return mapping
+
+
+def _set(mapping, key: str, value: Any) -> None:
+    """``mapping[key] = value``; a changed value loses the comment at the end of its line (it
+    spoke of the old value: ``kind: full_factorial  # two levels``), never the lines below."""
+    slots = mapping.ca.items.get(key)
+    if key in mapping and mapping[key] != value and slots and len(slots) > 2 and slots[2]:
+        token = slots[2]
+        if not token.value.startswith("\n"):  # an end-of-line comment, then what follows
+            _, newline, below = token.value.partition("\n")
+            if below.strip():
+                token.value = newline + below
+            else:
+                slots[2] = None
+    mapping[key] = value
+
+
+def _edited(text: str, spec: StudySpec) -> str | None:
+    """The factorial's study file with its design turned into ``spec``'s; None when it cannot
+    be edited so that it reads back as ``spec`` (then the canonical file is written)."""
+    import io
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.error import YAMLError
+    from ruamel.yaml.util import load_yaml_guess_indent
+
+    try:
+        _, indent, sequence_indent = load_yaml_guess_indent(text)
+        editor = YAML(typ="rt")
+        editor.preserve_quotes = True
+        editor.width = 4096  # a long line the user wrote stays one line
+        editor.indent(mapping=indent or 2, sequence=indent or 2, offset=sequence_indent or 0)
+        data = editor.load(text)
+    except YAMLError:
+        return None
+    if not isinstance(data, CommentedMap):
+        return None
+    old = data.get("design")
+    after = _take_trailing_comment(old) if isinstance(old, CommentedMap) else None
+    data["design"] = _design_map(spec, old)
+    if after is not None:  # what followed the old design follows the new one, not its old key
+        _put_trailing_comment(data["design"], after)
+    out = io.StringIO()
+    editor.dump(data, out)
+    edited = out.getvalue()
+    return edited if _reads_back_as(edited, spec) else None
+
+
+def _last_line_holder(mapping):
+    """(mapping, key) whose comment slot holds what follows ``mapping``'s last line: ruamel.yaml
+    keeps a comment (and blank lines) below a block mapping on its last key, the deepest one
+    when that key's value is itself a block mapping."""
+    from ruamel.yaml.comments import CommentedMap
+
+    key = list(mapping)[-1]
+    value = mapping[key]
+    if isinstance(value, CommentedMap) and len(value) and not value.fa.flow_style():
+        return _last_line_holder(value)
+    return mapping, key
+
+
+def _take_trailing_comment(mapping):
+    """Remove and return the comment below ``mapping`` (None when there is none). Keys added
+    after the last one would otherwise land below it: a comment on the next section (or the
+    blank lines before it) would end up inside the design (ruamel.yaml's round trip keeps a
+    comment by its key, not by its place)."""
+    if not len(mapping):
+        return None
+    holder, key = _last_line_holder(mapping)
+    slots = holder.ca.items.get(key)
+    if not slots or len(slots) < 3 or slots[2] is None:
+        return None
+    token = slots[2]
+    if token.value.startswith("\n"):  # no comment on the last line itself: all of it moves
+        slots[2] = None
+        return token
+    # ``seed: 7  # common`` then the lines below: the end-of-line comment stays on its key
+    end_of_line, newline, below = token.value.partition("\n")
+    if not below.strip():
+        return None
+    moved = copy.copy(token)
+    token.value, moved.value = end_of_line + newline, newline + below
+    return moved
+
+
+def _put_trailing_comment(mapping, token) -> None:
+    """Put ``token`` (from :func:`_take_trailing_comment`) below ``mapping``'s new last line."""
+    holder, key = _last_line_holder(mapping)
+    slots = holder.ca.items.setdefault(key, [None, None, None, None])
+    slots[2] = token
+
+
+def _canonical_text(spec: StudySpec) -> str:
+    """The canonical spec as YAML, less every option that is absent (None) outside ``trial``
+    (where a field set to null is the user's value)."""
+    data = spec.canonical()
+    data = {k: v for k, v in data.items() if v is not None}
+    data["factors"] = {
+        name: {k: v for k, v in factor.items() if v is not None}
+        for name, factor in data["factors"].items()
+    }
+    data["design"] = {k: v for k, v in data["design"].items() if v is not None}
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    if _reads_back_as(text, spec):
+        return text
+    return yaml.safe_dump(spec.canonical(), sort_keys=False, allow_unicode=True)

@@ -17,7 +17,6 @@ Every row is validated as a :class:`TrialConfig` before anything runs.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import math
 import re
@@ -31,6 +30,7 @@ from pydoe import bbdesign, ff2n, fracfact, fracfact_by_res, fullfact, lhs
 
 from search_spaces.spec import Factor, StudyError, StudySpec, kind_words
 from trainables.config import TrialConfig
+from trainables.names import did_you_mean, listing
 from trainables.text import base_type
 from trainables.train import evaluation_metrics, final_metrics
 
@@ -691,11 +691,11 @@ def build_design(spec: StudySpec) -> FixedDesign | AdaptiveDesign:
 def _check_metric(where: str, metric: str, reported: tuple[str, ...]) -> None:
     """A metric no trial reports would be waited for in vain (and fail the study at its end)."""
     if metric not in reported:
-        close = difflib.get_close_matches(metric, reported, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        hint = did_you_mean(metric, reported)
+        known = listing(reported, noun="metrics")
         raise StudyError(
             f"{where}: {metric!r} is not a metric this study's trials report{hint} "
-            f"(they report {', '.join(reported)})"
+            f"(they report {known})"
         )
 
 

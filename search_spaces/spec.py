@@ -1,6 +1,6 @@
 """The study file: schema, loading, and its fingerprint.
 
-A study file is YAML (see ``shared/design.md``)::
+A study file is YAML (every key: ``docs/study-file.md``)::
 
     study: digits-tau-batch              # MLflow experiment name
     description: temperature × batch size on digits
@@ -37,6 +37,15 @@ from pydantic import (
 )
 
 from trainables.config import TrialConfig
+from trainables.names import (
+    FIELD_SYNONYMS,
+    UNKNOWN_KEY,
+    KnownNames,
+    choice_error,
+    did_you_mean,
+    listing,
+    unknown,
+)
 from trainables.text import NUMBER, ReadsText, base_type, load_yaml, typed_inputs
 
 SPEC_DIR = Path(__file__).resolve().parent
@@ -52,7 +61,7 @@ class StudyError(ValueError):
 MAX_NAME = 100
 
 
-class _Strict(ReadsText):
+class _Strict(ReadsText, KnownNames):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -115,6 +124,9 @@ class Factor(_Strict):
         levels = []
         for level in self.levels:
             value = typed_inputs({name: level}, {name: field.annotation})[name]
+            wrong = choice_error(field.annotation, value)
+            if wrong:
+                raise ValueError(f"level {wrong}")
             try:
                 levels.append(adapter.validate_python(value))
             except ValidationError as err:
@@ -221,8 +233,10 @@ class Design(_Strict):
         numeric_text = isinstance(value, str) and NUMBER.match(value.strip())
         number_given = isinstance(value, int | float) and not isinstance(value, bool)
         if not (numeric_text or number_given):
+            hint = did_you_mean(str(value).strip().lower(), ALPHA_WORDS)
             raise ValueError(
-                f"design.alpha: must be rotatable, orthogonal or a number (got {_shown(value)})"
+                f"design.alpha: must be rotatable, orthogonal or a number (got "
+                f"{_shown(value)}){hint}"
             )
         number = float(value)
         if not (math.isfinite(number) and number >= 1):
@@ -391,11 +405,13 @@ class StudySpec(_Strict):
         for name in factors:
             if name in SET_BY_RESOURCES:
                 raise ValueError(SET_BY_RESOURCES[name].format(where="factors"))
-            if name not in known or name == "seed":
+            if name == "seed":
                 raise ValueError(
-                    f"factors: unknown factor {name!r}: a factor must be a TrialConfig field "
-                    "other than seed (the design sets seeds through replicates)"
+                    "factors: 'seed' cannot be a factor: the design sets seeds through "
+                    "replicates (design.seed, design.replicates)"
                 )
+            if name not in known:
+                raise ValueError("factors: " + unknown_field("factor", name, "factors"))
         typed = {}
         for name, factor in factors.items():
             try:
@@ -406,9 +422,9 @@ class StudySpec(_Strict):
 
     @model_validator(mode="after")
     def _fixed_and_varied_disjoint(self) -> StudySpec:
-        unknown = sorted(set(self.trial) - set(TrialConfig.model_fields))
-        if unknown:
-            raise ValueError(f"trial: unknown TrialConfig field {unknown[0]!r}")
+        strange = [name for name in self.trial if name not in TrialConfig.model_fields]
+        if strange:
+            raise ValueError("trial: " + unknown_field("TrialConfig field", strange[0], "trial"))
         for name in sorted(set(self.trial) & set(SET_BY_RESOURCES)):
             raise ValueError(SET_BY_RESOURCES[name].format(where="trial"))
         both = sorted(set(self.trial) & set(self.factors))
@@ -462,11 +478,24 @@ def _typed_trial(trial: dict[str, Any]) -> dict[str, Any]:
     for name, value in trial.items():
         annotation = TrialConfig.model_fields[name].annotation
         value = typed_inputs({name: value}, {name: annotation})[name]
+        wrong = choice_error(annotation, value)
+        if wrong:
+            raise ValueError(f"trial.{name}: {wrong}")
         try:
             out[name] = TypeAdapter(annotation).validate_python(value)
         except ValidationError as err:
             raise ValueError(f"trial.{name}: {err.errors()[0]['msg']} (got {value!r})") from None
     return out
+
+
+def unknown_field(what: str, name: str, where: str) -> str:
+    """An unknown factor or trial key, with the closest TrialConfig fields (``temprature``:
+    temperature; ``learning_rate``: base_lr); what a factor may be, in a few words."""
+    fields = [f for f in TrialConfig.model_fields if f != "seed" or where != "factors"]
+    return unknown(
+        what, name, fields, synonyms=FIELD_SYNONYMS, noun="TrialConfig fields",
+        how_to_list="every field is listed in trainables/config.py",
+    )  # fmt: skip
 
 
 def _shown(value: Any) -> str:
@@ -484,9 +513,12 @@ def _format_validation(err: ValidationError, source: str) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         value = e.get("input")
         shown = f" (got {_shown(value)})"
-        if isinstance(value, dict) or "(got " in msg:
+        if isinstance(value, dict) or "(got " in msg or msg.startswith(repr(value)):
             shown = ""  # a whole section, or the message shows the value itself
-        if re.match(r"^[a-z_]+(\.[A-Za-z0-9_]+)*:", msg):
+        key = UNKNOWN_KEY.match(msg)
+        if key and where:  # an unknown key names itself: put the section before it
+            lines.append(f"{source}: {where}.{msg}")
+        elif key or re.match(r"^[a-z_]+(\.[A-Za-z0-9_]+)*:", msg):
             lines.append(f"{source}: {msg}{shown}")  # the message names its own field
         else:
             lines.append(f"{source}: {where or '(file)'}: {msg}{shown}")
@@ -513,12 +545,29 @@ def load_spec(path: str | Path | None = None) -> StudySpec:
     if not file.exists() and (SPEC_DIR / f"{file}.yaml").exists():
         file = SPEC_DIR / f"{file}.yaml"
     if not file.is_file():
-        raise StudyError(f"study file {str(path)!r} not found")
+        raise StudyError(missing_study_file(path))
     try:
         data = load_yaml(file.read_text())
     except yaml.YAMLError as err:
         raise StudyError(f"{file}: not valid YAML: {err}") from None
     return parse_spec(data, str(file))
+
+
+def shipped_studies() -> list[str]:
+    """The names of the study files shipped in search_spaces/ (``study run NAME`` finds them)."""
+    return sorted(p.stem for p in SPEC_DIR.glob("*.yaml"))
+
+
+def missing_study_file(path: str | Path | None) -> str:
+    """A study file that is not there, with the closest shipped ones."""
+    text = str(path)
+    name = Path(text).name.removesuffix(".yaml").removesuffix(".yml")
+    shipped = shipped_studies()
+    hint = did_you_mean(name, shipped)
+    return (
+        f"study file {text!r} not found{hint} (a path to a YAML file, or one of the "
+        f"{listing(shipped, noun='shipped studies')})"
+    )
 
 
 def spec_yaml(spec: StudySpec) -> str:

@@ -102,7 +102,7 @@ def augment_study(
     )
     check_finished(spec, tracking_uri, file)
     target = out or augmented_path(file)
-    text = augmented_yaml(new, design, file.name)
+    text = augmented_yaml(new, design, file.name, file.read_text())
     if target.exists() and target.read_text() != text:
         raise StudyError(
             f"--out {str(target)!r} exists with other content; remove it or give another --out"

@@ -1,4 +1,10 @@
-"""The ``study`` command line: plan, run, status, export, report, augment, env."""
+"""The ``study`` command line: plan, run, status, list, export, report, power, augment, env.
+
+Its manners: every name a user types (a study, a study file, a metric, a design word) that is
+not known is refused (exit 2, nothing written) with the closest known names
+(:mod:`trainables.names`); help reads as sentences, with readable placeholders (``STUDY_FILE``,
+``URI``) and no type tags; tables fit the terminal, their headers wrapping rather than cut.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +15,86 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from search_spaces.spec import StudyError
+from trainables.names import did_you_mean, groups, listing
+
+
+class _NamedArgument(TyperArgument):
+    """An argument shown by its placeholder alone: ``STUDY_FILE``, not ``{spec}`` or ``<str>``."""
+
+    def display_type_rich(self, ctx) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        return name if self.required else f"[{name}]"
+
+    def get_usage_pieces(self, ctx) -> list[str]:
+        return [self._usage_display_name()]
+
+
+def _readable(params: list) -> list:
+    """Help without type tags: a flag shows no placeholder (not ``<bool>``), an option its
+    metavar, an argument its name in capitals."""
+    for param in params:
+        if isinstance(param, TyperArgument):
+            if param.metavar is None:
+                param.metavar = (param.name or "value").upper()
+            param.__class__ = _NamedArgument
+        elif getattr(param, "is_flag", False):
+            param.metavar = ""
+        elif getattr(param, "metavar", None) is None:
+            param.metavar = (param.name or "value").upper()
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx) -> list:
+        return _readable(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx) -> list:
+        return _readable(super().get_params(ctx))
+
 
 app = typer.Typer(
+    cls=_Group,
     help="Compute-matched studies of contrastive self-supervised learning.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
+
+def command(name: str | None = None):
+    """``app.command`` with readable help: the docstring's first paragraph is the command's line
+    in ``study --help`` and the rest its own page, each paragraph one flowing sentence or more
+    (a line break inside a paragraph is not kept, so the terminal wraps it)."""
+
+    def register(function):
+        paragraphs = [" ".join(p.split()) for p in (function.__doc__ or "").split("\n\n")]
+        text = "\n\n".join(p for p in paragraphs if p)
+        return app.command(name, cls=_Command, help=text, short_help=paragraphs[0])(function)
+
+    return register
+
+
 TrackingUri = Annotated[
     str | None,
-    typer.Option(help="MLflow tracking URI (default: sqlite:///./mlflow.db, the embedded store)"),
+    typer.Option(
+        metavar="URI",
+        help="The MLflow tracking URI. By default, MLFLOW_TRACKING_URI when it is set, else the "
+        "nearest mlflow.db at or above this folder, else a new one here.",
+    ),
+]
+StudyName = Annotated[
+    str, typer.Argument(metavar="STUDY", help="The study's name (its MLflow experiment).")
 ]
 
 
@@ -30,16 +103,68 @@ def _fail(err: Exception) -> None:
     raise typer.Exit(2)
 
 
-@app.command()
+def _console() -> Console:
+    """The terminal's width, or COLUMNS, or 80 when the output goes to a file or a pipe."""
+    return Console(highlight=False)
+
+
+def _table(
+    headers: list[str], rows: list[list[str]], width: int, title: str | None = None
+) -> Table:
+    """A table that fits ``width`` columns: a header wraps (folding a long name such as
+    probe/knn_top1_h) instead of being cut with an ellipsis, and values keep their width as
+    long as the terminal allows (headers give way first)."""
+    table = Table(
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=0
+    )
+    for header, fitted in zip(headers, column_widths(headers, rows, width), strict=True):
+        table.add_column(header, overflow="fold", width=fitted)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+HEADER_FLOOR = 5  # a header is not folded narrower than this while values can give way
+
+
+def column_widths(headers: list[str], rows: list[list[str]], width: int) -> list[int]:
+    """Each column's width: its header's or its longest value's, narrowed one character at a
+    time (the widest first) until the table fits ``width`` with a space between columns: down
+    to its longest value and a header of :data:`HEADER_FLOOR` characters, then further."""
+    values = [max((len(row[i]) for row in rows), default=0) for i in range(len(headers))]
+    widths = [max(len(h), v, 1) for h, v in zip(headers, values, strict=True)]
+    floors = [max(v, min(len(h), HEADER_FLOOR), 1) for h, v in zip(headers, values, strict=True)]
+    room = width - (len(headers) - 1) - 1
+    for limit in (floors, [1] * len(widths)):
+        while sum(widths) > room:
+            wide = [j for j in range(len(widths)) if widths[j] > limit[j]]
+            if not wide:
+                break
+            widths[max(wide, key=lambda j: widths[j])] -= 1
+    return widths
+
+
+@command()
 def plan(
-    spec: Annotated[str, typer.Argument(help="study file (YAML) or the name of a shipped one")],
-    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
-    smoke: Annotated[bool, typer.Option(help="show the smoke variant")] = False,
+    spec: Annotated[
+        str,
+        typer.Argument(
+            metavar="STUDY_FILE",
+            help="A study file (YAML), or the name of a shipped one such as digits_tau_batch.",
+        ),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the plan as one JSON object.")
+    ] = False,
+    smoke: Annotated[
+        bool, typer.Option(help="Show the smoke variant (a tiny budget, one replicate).")
+    ] = False,
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Show the design without running: every trial, its factors and its compute plan; when a
-    study of that name has finished trials in the store, the smallest effects the planned
-    replicates detect at 80% power, from its error."""
+    """Show a study's design without running it: every trial, its factors and its compute plan.
+
+    When a study of the same name has finished trials in the store, the plan also gives the
+    smallest effects its planned replicates detect at 80% power, from that study's error."""
     from search_spaces.designs import build_design
     from search_spaces.spec import load_spec
     from study.runner import smoke_spec
@@ -118,10 +243,7 @@ def _detectable_lines(detectable: dict, why: str, table) -> list[str]:
 
 
 def _print_plan(data: dict, table) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
+    console = _console()
     spec = table.spec
     console.print(f"[bold]{spec.study}[/bold] — {spec.description}")
     console.print(
@@ -135,13 +257,12 @@ def _print_plan(data: dict, table) -> None:
             f"{spec.design.metric} ({spec.design.mode}) over {', '.join(spec.factors)}"
         )
         return
-    grid = Table()
     columns = list(data["trials"][0]) if data["trials"] else []
-    for column in columns:
-        grid.add_column(column)
-    for row in data["trials"]:
-        grid.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()])
-    console.print(grid)
+    rows = [
+        [f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()]
+        for row in data["trials"]
+    ]
+    console.print(_table(columns, rows, console.width))
     for line in _structure_lines(data.get("structure") or {}):
         console.print(line, highlight=False)
     console.print(
@@ -183,31 +304,50 @@ def _roman(resolution: int | None) -> str:
     return numerals.get(resolution, str(resolution))
 
 
-@app.command()
+@command()
 def run(
     spec: Annotated[
-        str | None, typer.Argument(help="study file; none runs the default study")
+        str | None,
+        typer.Argument(
+            metavar="STUDY_FILE",
+            help="A study file (YAML) or a shipped study's name; without one, the default "
+            "study runs.",
+        ),
     ] = None,
     address: Annotated[
-        str | None, typer.Option(help="Ray cluster address ('auto' on a cluster)")
+        str | None,
+        typer.Option(
+            metavar="ADDRESS",
+            help="The Ray cluster to run on ('auto' on a node of a cluster); without it, Ray "
+            "starts on this machine.",
+        ),
     ] = None,
     tracking_uri: TrackingUri = None,
     storage: Annotated[
         str | None,
         typer.Option(
-            help="where trials, checkpoints, results and the report go: a folder (default "
-            "studies) or a URI every node reaches (s3://bucket/prefix, gs://…)"
+            metavar="FOLDER_OR_URI",
+            help="Where the trials, checkpoints, results and report go: a folder (studies by "
+            "default) or a URI every node reaches, such as s3://bucket/prefix.",
         ),
     ] = None,
     max_concurrent: Annotated[
         int | None,
-        typer.Option(min=1, help="trials at once, 1 or more (default: as resources allow)"),
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="How many trials run at once (1 or more); by default, as many as the "
+            "resources allow.",
+        ),
     ] = None,
     smoke: Annotated[
-        bool, typer.Option(help="tiny budget, one replicate, as <study>-smoke")
+        bool,
+        typer.Option(
+            help="Run the smoke variant, a tiny budget and one replicate, as <study>-smoke."
+        ),
     ] = False,
 ) -> None:
-    """Run a study on Ray Tune; re-running an existing study resumes it."""
+    """Run a study on Ray Tune; running an existing study again resumes it."""
     from study.runner import StudyFailedError, StudyInterruptedError, run_study
 
     try:
@@ -230,25 +370,65 @@ def run(
         raise typer.Exit(1)
 
 
-@app.command()
-def status(
-    name: Annotated[str, typer.Argument(help="study name (the MLflow experiment)")],
-    tracking_uri: TrackingUri = None,
-) -> None:
-    """Show a study's trials: status, examples seen and the target metric."""
+@command()
+def status(name: StudyName, tracking_uri: TrackingUri = None) -> None:
+    """Show a study's trials: their status, the examples each has seen and the target metric."""
     from study.record import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     record = _existing(name, uri)
     runs = record.trial_runs()
-    typer.echo(f"study {name}: {len(runs)} trials {record.status_counts()}")
+    parent = record.parent()
+    metric = parent.data.params.get("target_metric") if parent else None
+    metric = metric or "probe/knn_top1_h"
+    states = {key: trial_state(run) for key, run in runs.items()}
+    console = _console()
+    console.print(f"study {name}: {len(runs)} trials: {count_words(list(states.values()))}")
+    rows = []
     for key, run in sorted(runs.items()):
-        m = run.data.metrics
-        typer.echo(
-            f"  {key:12s} {run.info.status:9s} {run.data.tags.get('study.trial_status', '-'):9s} "
-            f"examples {int(m.get('train/examples_seen', 0)):>8d}  "
-            f"knn_h {m.get('probe/knn_top1_h', float('nan')):.4f}  {run.info.run_name}"
-        )
+        value = run.data.metrics.get(metric)
+        seen = run.data.metrics.get("train/examples_seen")
+        rows.append([
+            key, states[key], "—" if seen is None else f"{int(seen):,}",
+            "—" if value is None else f"{value:.4g}", run.info.run_name or "",
+        ])  # fmt: skip
+    headers = ["trial", "status", "examples seen", metric, "run"]
+    console.print(_table(headers, rows, console.width))
+
+
+def trial_state(run) -> str:
+    """One word for a trial: how it ended (finished, failed, diverged …) once its run ended
+    FINISHED, else its run's status (running, scheduled, killed, failed)."""
+    state = run.info.status.lower()
+    tag = run.data.tags.get("study.trial_status")
+    return tag if tag and state == "finished" else state
+
+
+def count_words(states: list[str]) -> str:
+    """``"20 finished, 2 failed"``: how many trials are in each state, most first."""
+    counts: dict[str, int] = {}
+    for state in states:
+        counts[state] = counts.get(state, 0) + 1
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{n} {state}" for state, n in ordered) or "none yet"
+
+
+@command("list")
+def list_studies(tracking_uri: TrackingUri = None) -> None:
+    """List the studies a tracking store holds, one name a line."""
+    from analysis.load import recorded_studies
+    from study.record import check_tracking_uri, default_tracking_uri, store_exists
+
+    uri = tracking_uri or default_tracking_uri()
+    try:
+        check_tracking_uri(uri)
+    except StudyError as err:
+        _fail(err)
+    if not store_exists(uri):
+        typer.echo(f"no study: there is no MLflow store at {uri} (nothing was created)", err=True)
+        return
+    for name in recorded_studies(uri):
+        typer.echo(name)
 
 
 def _existing(name: str, uri: str):
@@ -269,13 +449,16 @@ def _existing(name: str, uri: str):
     return record
 
 
-@app.command()
+@command()
 def export(
-    name: Annotated[str, typer.Argument(help="study name (the MLflow experiment)")],
-    out: Annotated[str, typer.Option(help="Parquet file to write (a path or a URI)")],
+    name: StudyName,
+    out: Annotated[
+        str,
+        typer.Option(metavar="FILE", help="The Parquet file to write, as a path or a URI."),
+    ],
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Write the study's results table (one row per trial) as Parquet."""
+    """Write a study's results table, one row per trial, as a Parquet file."""
     from study.export import export_parquet
     from study.record import default_tracking_uri
 
@@ -290,21 +473,32 @@ def export(
     typer.echo(f"wrote {path} ({len(record.trial_runs())} rows)")
 
 
-@app.command()
+@command()
 def report(
-    name: Annotated[str | None, typer.Argument(help="study name (read from MLflow)")] = None,
+    name: Annotated[
+        str | None,
+        typer.Argument(metavar="STUDY", help="The study's name, read from the MLflow store."),
+    ] = None,
     results: Annotated[
-        str | None, typer.Option(help="a results .parquet (a path or a URI) instead of MLflow")
+        str | None,
+        typer.Option(
+            metavar="FILE",
+            help="A results .parquet file (a path or a URI) to read instead of the store.",
+        ),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="output folder (default studies/<study>/report)")
+        Path | None,
+        typer.Option(
+            metavar="FOLDER", help="The folder to write into; studies/<study>/report by default."
+        ),
     ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="print the summary as one JSON object")
+        bool, typer.Option("--json", help="Print the summary as one JSON object.")
     ] = False,
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Fit response surfaces, draw every figure, fill the evidence card, write report.html."""
+    """Write a study's report: fit its response surfaces, draw every figure, fill the evidence
+    card and write report.html."""
     from study.record import default_tracking_uri
     from study.reporting import make_report
 
@@ -337,36 +531,66 @@ def _finished_results(name: str, uri: str):
 
 
 def _surface_for(df, metric: str):
-    """The best-supported response surface of ``metric`` (the replicate as the block when seeds
-    are common), or a StudyError naming the metric and why."""
-    from analysis.report import common_seed_blocks, fit_best_supported
+    """The best-supported response surface of ``metric`` with the report's block term (the run
+    blocks of an augmented study, else the replicate when seeds are common), or a StudyError
+    naming the metric and why."""
+    from analysis.fits import block_term, fit_best_supported
 
     if metric not in df:
         numeric = sorted(c for c in df.columns if "/" in c and df[c].dtype.kind == "f")
-        raise StudyError(f"--metric {metric!r} is not a result of this study; it has {numeric}")
-    fit = fit_best_supported(df, metric, blocks=common_seed_blocks(df))
+        raise StudyError(unknown_metric(metric, numeric))
+    fit = fit_best_supported(df, metric, blocks=block_term(df))
     if fit.surface is None:
         raise StudyError(f"--metric {metric!r}: nothing to plan from ({fit.reason})")
     return fit.surface
 
 
-@app.command()
+def unknown_metric(metric: str, numeric: list[str]) -> str:
+    """``--metric`` naming no result of the study: the closest names and the groups, never all
+    of them; a group itself (``--metric probe/``) lists the names in it."""
+    if metric.endswith("/") and metric in groups(numeric):
+        names = [n for n in numeric if n.startswith(metric)]
+        return f"--metric {metric!r} is a group of {len(names)} results: {', '.join(names)}"
+    return (
+        f"--metric {metric!r} is not a result of this study{did_you_mean(metric, numeric)} "
+        f"(it has {listing(numeric, noun='numeric results', how_to_list=LIST_A_GROUP)})"
+    )
+
+
+LIST_A_GROUP = "give a group, e.g. --metric probe/, to list its names"
+
+
+@command()
 def power(
-    name: Annotated[str, typer.Argument(help="a finished study (the MLflow experiment)")],
-    metric: Annotated[str, typer.Option(help="the response, e.g. probe/knn_top1_h")],
+    name: Annotated[
+        str, typer.Argument(metavar="STUDY", help="A finished study (its MLflow experiment).")
+    ],
+    metric: Annotated[
+        str,
+        typer.Option(
+            metavar="METRIC",
+            help="The response, such as probe/knn_top1_h; a group such as probe/ lists its names.",
+        ),
+    ],
     effect: Annotated[
         float,
         typer.Option(
-            help="the effect to detect: in percentage points for an accuracy (probe/…; 1 is one "
-            "point, 0.01 as a fraction), in the metric's own units otherwise"
+            metavar="EFFECT",
+            help="The effect to detect: in percentage points for an accuracy (probe/…, where 1 "
+            "is one point and 0.01 a fraction), in the metric's own units otherwise.",
         ),
     ],
-    power_: Annotated[float, typer.Option("--power", help="power wanted")] = 0.8,
-    alpha: Annotated[float, typer.Option(help="two-sided test level")] = 0.05,
+    power_: Annotated[
+        float, typer.Option("--power", metavar="P", help="The power wanted, between 0 and 1.")
+    ] = 0.8,
+    alpha: Annotated[
+        float, typer.Option(metavar="ALPHA", help="The two-sided test's level, between 0 and 1.")
+    ] = 0.05,
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Replicates per point needed to detect an effect of size EFFECT on METRIC, from the
-    finished study's own error (the same design, replicated)."""
+    """Say how many replicates per point would detect an effect of size EFFECT on METRIC.
+
+    The answer comes from the finished study's own error, for the same design replicated."""
     from analysis.power import MAX_REPLICATES, replicates_for
     from analysis.units import amount, from_typed
     from study.record import default_tracking_uri
@@ -398,33 +622,52 @@ def power(
         typer.echo(f"  {plan.change}: detectable now {now}; needs {need}")
 
 
-@app.command()
+@command()
 def augment(
     spec: Annotated[
-        str, typer.Argument(help="the finished two-level factorial's study file (or shipped name)")
+        str,
+        typer.Argument(
+            metavar="STUDY_FILE",
+            help="The finished two-level factorial's study file, or a shipped study's name.",
+        ),
     ],
     to: Annotated[
-        str, typer.Option("--to", help="the design to augment to: central_composite")
+        str,
+        typer.Option("--to", metavar="DESIGN", help="The design to augment to: central_composite."),
     ] = "central_composite",
     face: Annotated[
         str | None,
         typer.Option(
-            help="ccf (axial points on the faces, alpha 1; the default) or ccc "
-            "(outside them at ±alpha; the default when --alpha is given)"
+            metavar="FACE",
+            help="ccf puts the axial points on the faces (alpha 1, the default); ccc puts them "
+            "outside, at ±alpha (the default when --alpha is given).",
         ),
     ] = None,
     alpha: Annotated[
         str | None,
-        typer.Option(help="ccc: rotatable (default), orthogonal (orthogonal blocking) or a number"),
+        typer.Option(
+            metavar="ALPHA",
+            help="For ccc: rotatable (the default), orthogonal (orthogonal blocking) or a number.",
+        ),
     ] = None,
-    center: Annotated[int | None, typer.Option(help="centre runs in the new block (3)")] = None,
+    center: Annotated[
+        int | None,
+        typer.Option(metavar="N", help="How many centre runs the new block has (3 by default)."),
+    ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="the new study file (default: <file>-ccd.yaml beside it)")
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="The new study file to write; <file>-ccd.yaml beside the old one by default.",
+        ),
     ] = None,
     tracking_uri: TrackingUri = None,
 ) -> None:
-    """Turn a finished two-level factorial into a central composite: axial and centre points as
-    a second block; writes the new study file (nothing runs; `study run` it next)."""
+    """Turn a finished two-level factorial into a central composite, its axial and centre
+    points a second block.
+
+    It writes the new study file, keeping the old one's comments and layout; nothing runs
+    until you run that file with study run."""
     from study.augment import augment_study
     from study.record import default_tracking_uri, shell_command, tool
 
@@ -434,11 +677,12 @@ def augment(
         if to != "central_composite":
             raise StudyError(
                 f"--to {to!r}: a two-level factorial is augmented to central_composite only"
+                f"{did_you_mean(to, ['central_composite'])}"
             )
         if face not in ("ccf", "ccc"):
             raise StudyError(
                 f"--face {face!r}: ccf or ccc (cci would move the finished factorial points "
-                "inside the bounds)"
+                f"inside the bounds){did_you_mean(face, ['ccf', 'ccc'])}"
             )
         done = augment_study(spec, tracking_uri=uri, face=face, alpha=alpha, center=center,
                              out=out)  # fmt: skip
@@ -455,9 +699,9 @@ def augment(
     )
 
 
-@app.command()
+@command()
 def env() -> None:
-    """Print the versions and devices this environment will run studies with."""
+    """Print the versions and devices this environment runs studies with."""
     import mlflow
     import optuna
     import pyarrow

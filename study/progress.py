@@ -40,6 +40,12 @@ class StudyProgress:
     def pending(self) -> int:
         return self.total - self.already_done - self.done - self.failed - len(self.running)
 
+    def seed(self, prior: dict[str, float | None]) -> None:
+        """Count the target metric of trials finished before this run (a resumed study): the
+        best so far is the study's best, not only this run's."""
+        for key, value in sorted(prior.items()):
+            self.result(key, value)
+
     def start(self, key: str) -> None:
         self.running.add(key)
         self.started.setdefault(key, time.monotonic())
@@ -82,7 +88,7 @@ class StudyProgress:
     def table(self) -> Table:
         table = Table(title=f"study {self.name}", show_header=True)
         for column in ("pending", "running", "done", "failed", f"best {self.metric}", "ETA"):
-            table.add_column(column)
+            table.add_column(column, overflow="fold")  # a narrow terminal wraps, never cuts
         eta = self.eta_s()
         table.add_row(
             str(self.pending), str(len(self.running)), str(self.already_done + self.done),

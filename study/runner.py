@@ -14,6 +14,7 @@ interval of work is lost.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import signal
@@ -378,6 +379,7 @@ def start_ray(
     if address:
         ray.init(address=address, log_to_driver=False, logging_level="WARNING")
         return True
+    quiet_token_auth_notice()
     capacity = local_capacity()
     cpus, slots = int(capacity["CPU"]), None
     if spec is not None:
@@ -392,6 +394,26 @@ def start_ray(
         },
     )  # fmt: skip
     return True
+
+
+# Ray (2.52 on) enables token authentication for a cluster that ray.init starts, and says so at
+# every start ("Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled
+# to opt out ..."). The authentication stays exactly as Ray sets it up; only that notice is
+# dropped for a study's own single-node Ray. The warning that it is *disabled* still shows.
+TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+TOKEN_AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"
+
+
+class _DropTokenAuthNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(TOKEN_AUTH_NOTICE)
+
+
+def quiet_token_auth_notice() -> None:
+    """Drop Ray's 'Token authentication is enabled' notice (once; nothing else changes)."""
+    logger = logging.getLogger(TOKEN_AUTH_LOGGER)
+    if not any(isinstance(f, _DropTokenAuthNotice) for f in logger.filters):
+        logger.addFilter(_DropTokenAuthNotice())
 
 
 def _trial_actors_take_idle_workers() -> None:
@@ -479,6 +501,8 @@ def launch(
         spec.study, schedule.total, schedule.done, _slots(spec, concurrency),
         spec.target.metric, spec.target.mode,
     )  # fmt: skip
+    progress.seed({key: run.data.metrics.get(spec.target.metric)
+                   for key, run in existing.items() if run.info.status == "FINISHED"})  # fmt: skip
     view = ProgressView(progress, trial_key)
     # Tune lets a custom searcher hold one pending trial at a time unless told otherwise;
     # every free slot may hold one, so concurrent trials start together.

@@ -222,7 +222,7 @@ CASES = [
 
 # Extra checks on a few messages, beyond the field and the value.
 EXPLAINS = {
-    "unknown-top-level-key": "Extra inputs are not permitted",
+    "unknown-top-level-key": "unknown key",
     "temperature-level-not-positive": "greater than 0",
     "budget-unmatchable": "budget_examples=30720",
     "data-root-missing-folder": "does not exist",

@@ -278,9 +278,9 @@ def test_study_names_too_long_for_a_file_name_are_refused_at_plan(tmp_path, leng
 @pytest.mark.parametrize(
     ("where", "metric", "words"),
     [
-        ("design", "probe/knn_top1", "did you mean probe/knn_top1_"),
+        ("design", "probe/knn_top1", "did you mean 'probe/knn_top1_"),
         ("design", "probe/linear_top1_h", "not a metric this study's trials report"),
-        ("target", "z/allign", "did you mean z/align"),
+        ("target", "z/allign", "did you mean 'z/align'"),
     ],
 )
 def test_metrics_no_trial_reports_are_refused_before_anything_runs(tmp_path, where, metric, words):

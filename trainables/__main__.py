@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from trainables.config import TrialConfig
+from trainables.names import did_you_mean
 from trainables.text import base_type, load_yaml
 from trainables.train import LocalReporter, run_trial
 
@@ -31,8 +32,9 @@ def load_config_file(path: str) -> dict[str, Any]:
     if not file.exists() and (PRESETS / f"{path}.yaml").exists():
         file = PRESETS / f"{path}.yaml"
     if not file.exists():
-        names = ", ".join(sorted(p.stem for p in PRESETS.glob("*.yaml")))
-        raise SystemExit(f"config file {path!r} not found (presets: {names})")
+        names = sorted(p.stem for p in PRESETS.glob("*.yaml"))
+        hint = did_you_mean(Path(path).stem, names)
+        raise SystemExit(f"config file {path!r} not found{hint} (presets: {', '.join(names)})")
     try:
         mapping = load_yaml(file.read_text()) or {}
     except yaml.YAMLError as err:

@@ -24,6 +24,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from trainables.names import did_you_mean
+
 COMPONENTS: tuple[str, ...] = (
     "crop", "flip", "rotate", "color", "grayscale", "blur", "noise", "erase",
 )  # fmt: skip
@@ -42,9 +44,11 @@ def parse_augmentation(spec: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in spec.split("+"))
     for name in names:
         if name not in COMPONENTS:
+            hint = did_you_mean(name, COMPONENTS)
             raise ValueError(
-                f"augmentation={spec!r}: unknown component {name!r}; "
-                f"valid components are {', '.join(COMPONENTS)} (joined with '+', or 'none')"
+                f"augmentation={spec!r}: unknown component {name!r}{hint}"
+                f"{' V' if hint else '; v'}alid components are {', '.join(COMPONENTS)} "
+                "(joined with '+', or 'none')"
             )
     if len(set(names)) != len(names):
         raise ValueError(f"augmentation={spec!r} names a component twice")

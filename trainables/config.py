@@ -26,6 +26,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from trainables.augment import COMPONENTS, VECTOR_COMPONENTS, parse_augmentation
+from trainables.names import KnownNames
 from trainables.text import ReadsText
 
 DATASETS = (
@@ -44,8 +45,9 @@ DEFAULT_DATA_ROOTS = {"fashion_mnist": FASHION_MNIST_ROOT}
 REFERENCE_BATCH = 256
 
 
-class TrialConfig(ReadsText):
-    """Every setting of one trial. Unknown keys raise; instances are immutable."""
+class TrialConfig(ReadsText, KnownNames):
+    """Every setting of one trial. Unknown keys and unknown choices (a dataset, an objective …)
+    raise with the closest known names; instances are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
