@@ -10,11 +10,17 @@ run when the study started: name -> "pass" or "fail: ...") and, for studies that
 ``target`` (``{"metric": ..., "mode": "max" | "min"}`` of the study file), and ``baselines``
 (kind -> ``{"metrics", "per_seed", "seeds", "name", "about"}``: what the study's results are read
 against, :mod:`trainables.baselines`; empty when none was measured).
+
+Which store: :func:`default_store`, the one the ``study`` CLI records in and reads from when none
+is named (MLFLOW_TRACKING_URI, else the nearest ``mlflow.db`` at or above the working folder).
+Reading never creates a store, and a name the store does not hold is a LookupError that names
+the store and the studies it holds (:func:`unknown_study`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -22,7 +28,75 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.record import TRIAL, decode_json_columns, results_table, study_runs
+from analysis.record import PARENT, TRIAL, decode_json_columns, results_table, study_runs
+
+STORE_FILE = "mlflow.db"
+
+
+# What ends the upward search for a store: the root of the project the folder lies in.
+PROJECT_ROOT_MARKERS = ("pyproject.toml", ".git")
+
+
+def default_store(workdir: str | Path | None = None) -> str:
+    """The MLflow store used when none is named, by the CLI and by every reader here:
+    ``MLFLOW_TRACKING_URI`` when it is set; else the ``mlflow.db`` of ``workdir`` (the working
+    folder) or of the nearest folder above it that has one, up to the enclosing project's root
+    (a folder with ``pyproject.toml`` or ``.git``), so a notebook opened in ``analysis/notebooks``
+    reads the repository's store and a stray ``mlflow.db`` above the project is never picked up;
+    else ``workdir/mlflow.db``, which need not exist (reading it raises LookupError naming it;
+    ``study run`` creates it)."""
+    named = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+    if named:
+        return named
+    here = Path(workdir or os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / STORE_FILE).is_file():
+            return f"sqlite:///{folder / STORE_FILE}"
+        if any((folder / marker).exists() for marker in PROJECT_ROOT_MARKERS):
+            break
+    return f"sqlite:///{here / STORE_FILE}"
+
+
+def store_exists(uri: str) -> bool:
+    """False for an embedded store whose file is not there yet; servers always exist."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///")).is_file()
+    return True
+
+
+def recorded_studies(uri: str) -> list[str]:
+    """The names of the studies a store holds (active experiments with a parent run), read
+    without writing: an embedded store that does not exist holds none."""
+    from mlflow.entities import ViewType
+    from mlflow.tracking import MlflowClient
+
+    if not store_exists(uri):
+        return []
+    client = MlflowClient(uri)
+    names = []
+    for experiment in client.search_experiments(view_type=ViewType.ACTIVE_ONLY):
+        if study_runs(client, experiment.experiment_id, PARENT):
+            names.append(experiment.name)
+    return sorted(names)
+
+
+def unknown_study(uri: str, study: str) -> str:
+    """Why ``study`` cannot be read from ``uri``, and what is there instead: no store at all,
+    or the studies it does hold (the closest first, as a 'did you mean')."""
+    if not store_exists(uri):
+        return (f"no study named {study!r}: there is no MLflow store at {uri} (nothing was "
+                "created); run the study first, or name the store it was recorded in (the CLI's "
+                "--tracking-uri, the notebook's TRACKING_URI, or MLFLOW_TRACKING_URI)")  # fmt: skip
+    held = recorded_studies(uri)
+    if not held:
+        return f"no study named {study!r} in {uri}: it holds no study"
+    from trainables.names import MAX_SHOWN, did_you_mean  # the CLI's one 'did you mean'
+
+    hint = did_you_mean(study, held)
+    if len(held) <= MAX_SHOWN:
+        return f"no study named {study!r} in {uri}{hint} It holds: {', '.join(held)}"
+    return (f"no study named {study!r} in {uri}{hint} It holds {len(held)} studies; list them "
+            f"with: study list --tracking-uri {uri}")  # fmt: skip
 
 
 def results_frame(table: pa.Table) -> pd.DataFrame:
@@ -90,23 +164,33 @@ def _check_factor_values(frame: pd.DataFrame, path: str | Path) -> None:
 
 
 def load_study(name: str, tracking_uri: str | None = None) -> pd.DataFrame:
-    """One row per trial, read from the MLflow record (the same columns as ``read_results``).
+    """One row per trial, read from the MLflow record (the same columns as ``read_results``);
+    from :func:`default_store` unless ``tracking_uri`` is given. ``frame.attrs["store"]`` is
+    the store it was read from.
 
     Raises:
-        LookupError: the store has no (active) experiment of that name.
+        LookupError: there is no store there, or it holds no (active) study of that name; the
+            message names the store and the studies it holds (:func:`unknown_study`).
     """
     from mlflow.tracking import MlflowClient
 
-    return results_frame(results_table(MlflowClient(_uri(tracking_uri)), name))
+    uri = _uri(tracking_uri, name)
+    try:
+        table = results_table(MlflowClient(uri), name)
+    except LookupError:  # no (active) experiment of that name: say what the store holds
+        raise LookupError(unknown_study(uri, name)) from None
+    frame = results_frame(table)
+    frame.attrs["store"] = uri
+    return frame
 
 
-def _uri(tracking_uri: str | None) -> str:
-    """The embedded store in the working directory unless a URI is given. Reading never
-    creates a store: an embedded one whose file is not there is a LookupError naming it (an
-    MlflowClient on it would write an empty database there)."""
-    uri = tracking_uri or f"sqlite:///{Path.cwd().resolve() / 'mlflow.db'}"
-    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
-        raise LookupError(f"there is no MLflow store at {uri} (nothing was created there)")
+def _uri(tracking_uri: str | None, study: str) -> str:
+    """``tracking_uri``, else :func:`default_store`. Reading never creates a store: an embedded
+    one whose file is not there is a LookupError naming it (an MlflowClient on it would write
+    an empty database there)."""
+    uri = tracking_uri or default_store()
+    if not store_exists(uri):
+        raise LookupError(unknown_study(uri, study))
     return uri
 
 
@@ -117,11 +201,11 @@ def load_history(
     ``step`` (examples seen) and one column per metric."""
     from mlflow.tracking import MlflowClient
 
-    uri = _uri(tracking_uri)
+    uri = _uri(tracking_uri, name)
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name(name)
     if experiment is None or experiment.lifecycle_stage != "active":
-        raise LookupError(f"no active MLflow experiment named {name!r} in {uri}")
+        raise LookupError(unknown_study(uri, name))
     runs = {r.data.tags["study.trial_key"]: r
             for r in study_runs(client, experiment.experiment_id, TRIAL)}  # fmt: skip
     if uri.startswith("sqlite:///"):

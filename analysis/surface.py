@@ -1,4 +1,6 @@
-"""Second-order response surfaces in coded factors (seed 003 §AX), fitted with statsmodels.
+"""Second-order response surfaces in coded factors, fitted with statsmodels (Myers, Montgomery &
+Anderson-Cook, Response Surface Methodology, ch. 6-7; Montgomery, Design and Analysis of
+Experiments, ch. 11).
 
 ``fit_response_surface(df, response)`` codes every numeric factor to [-1, 1] on its design scale
 (log for log-scale factors: log τ, log B) and every categorical factor as sum-to-zero contrasts,

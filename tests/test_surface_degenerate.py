@@ -290,6 +290,7 @@ def test_report_says_why_a_constant_response_has_no_model():
         "model": None, "status": "no variation", "r2": None, "adj_r2": None, "press": None,
         "pred_r2": None, "lack_of_fit_p": None, "stationary_kind": None, "optimum": None,
         "predicted": None, "interval": None, "notes": [message],
+        "summary": f"Nothing modelled: {message}\nNo optimum is named: nothing was modelled.",
     }  # fmt: skip
     page = _fit_html(fit)
     assert "Nothing modelled: " + message in page
@@ -322,7 +323,7 @@ def test_report_json_and_html_of_degenerate_fits_carry_nulls_and_words():
     assert plane["interval"] is None and plane["lack_of_fit_p"] is None
     for fit in analysis.fits.values():
         assert "nan" not in _fit_html(fit)  # None never meets a float format; NaN reads n/a
-    assert "No optimum: the fitted surface is flat" in _fit_html(analysis.fits["z/align"])
+    assert "No optimum is named: the fitted surface is flat" in _fit_html(analysis.fits["z/align"])
     assert "no confidence interval: see the notes" in _fit_html(analysis.fits["z/uniform"])
 
 
@@ -333,7 +334,7 @@ def test_write_report_with_a_constant_and_a_flat_response(tmp_path):
     written = write_report(analyse(frame, (RESPONSE, "z/align", "z/uniform")), tmp_path)
     page = written["report.html"].read_text()
     assert f"Nothing modelled: {RESPONSE} is 1.0 in all 18 trials" in page
-    assert "No optimum: the fitted surface is flat" in page
+    assert "No optimum is named: the fitted surface is flat" in page
     report = json.loads(written["report.json"].read_text())
     assert report["responses"][RESPONSE]["optimum"] is None
     assert not any("contours_z_align" in name for name in written)
