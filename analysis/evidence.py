@@ -1,5 +1,6 @@
-"""The contrastive representation evidence card (seed 003 §BG) and the first technical release
-gate (§AA), filled only from what a study's record shows: the results frame of
+"""The contrastive representation evidence card (fourteen sections, from the receiver's job to
+source return) and the first technical release gate (twelve items), filled only from what a
+study's record shows: the results frame of
 :mod:`analysis.load` (one row per trial) and its ``attrs``.
 
     card = evidence_card(read_results("studies/default-digits/results.parquet"))
@@ -70,8 +71,9 @@ CLASS_GEOMETRY = ("align_worst_class", "align_class_spread", "uniform_worst_clas
                   "uniform_class_spread")  # fmt: skip
 # Per-class and per-group probe accuracy, <probe>_<suffix>: gap = overall top-1 - worst.
 SUBGROUP_SUFFIXES = ("worst_class", "class_gap", "worst_group", "group_gap")
-# Alignment of independent uniform points on the sphere (seed 004): a class at or above it has
-# positives no closer than unrelated inputs.
+# Alignment (Wang & Isola 2020: the mean squared distance between the normalised features of a
+# positive pair) of two independent uniform points on the unit sphere: E‖x − y‖² = 2 − 2E[x·y]
+# = 2. A class at or above it has positives no closer than unrelated inputs.
 NO_INFORMATION_ALIGNMENT = 2.0
 # A shift-test family "holds up" at a design point when the point's top-1 under corruption,
 # averaged over the severities (and over the point's finished replicates), is at most this much
@@ -198,7 +200,8 @@ class GateItem:
 
 @dataclass(frozen=True)
 class EvidenceCard:
-    """Sections in §BG order (title -> markdown text or a :class:`Table`) and the §AA gate."""
+    """Sections in :data:`SECTION_TITLES` order (title -> markdown text or a :class:`Table`)
+    and the release gate."""
 
     study: str
     n_trials: int
@@ -220,7 +223,7 @@ class EvidenceCard:
             ("#", "item", "status", "evidence"),
             tuple((str(g.number), g.text, g.status, g.evidence) for g in self.gate),
         )
-        parts.append("## Release gate (seed 003 §AA)\n\n" + gate.to_markdown())
+        parts.append("## Release gate\n\n" + gate.to_markdown())
         return "\n\n".join(p for p in parts if p) + "\n"
 
     def to_json(self) -> dict:
@@ -237,7 +240,7 @@ class EvidenceCard:
 def evidence_card(
     df: pd.DataFrame, source_return: Mapping[str, pd.DataFrame | None] | None = None
 ) -> EvidenceCard:
-    """The §BG card and §AA gate of one study's results frame (see :mod:`analysis.load`).
+    """The evidence card and release gate of one study's results frame (see :mod:`analysis.load`).
 
     ``source_return`` holds the source-return examples the study has, which the frame cannot
     carry: a label naming the point (e.g. "best point p002 (τ=0.5, B=64)") -> that trial's
@@ -258,7 +261,7 @@ def evidence_card(
 
 
 def release_gate(df: pd.DataFrame) -> tuple[GateItem, ...]:
-    """The twelve §AA items, each with a status and one line of evidence from the frame."""
+    """The twelve release-gate items, each with a status and one line of evidence from the frame."""
     attrs = dict(df.attrs)
     return tuple(
         GateItem(n, text, *rule(df, attrs))
@@ -675,9 +678,9 @@ def geometry(df: pd.DataFrame, attrs: dict) -> str | Table:
             + _classes_measured(done)
             + ", *_class_spread the highest minus the lowest class (not measured with fewer than "
             "two), so a global "
-            "average can hide a class the spread exposes (seed 003 §P, §Q). Alignment compares "
-            "only across trials that share an augmentation pipeline (seed 004)"
-            + _no_information_flag(done)
+            "average can hide a class the spread exposes. Alignment compares only across "
+            "trials that share an augmentation pipeline: it measures the positives that "
+            "pipeline makes (Wang & Isola 2020)" + _no_information_flag(done)
         )
     else:
         caption += f"; per-class alignment and uniformity: {NOT_MEASURED}"
@@ -720,8 +723,8 @@ def _no_information_flag(done: pd.DataFrame) -> str:
         return ""
     return (
         f". FLAG: worst-class alignment at or above {_fmt(NO_INFORMATION_ALIGNMENT)}, the value "
-        f"of unrelated points (seed 004), {'; '.join(flags)}: that class's positives are no "
-        "closer than chance"
+        f"of two independent uniform points on the sphere, {'; '.join(flags)}: that class's "
+        "positives are no closer than chance"
     )
 
 
@@ -776,7 +779,7 @@ def _transfer_row(done: pd.DataFrame, probe: str, attrs: dict) -> tuple[str, ...
     return (probe, label, _mean_sd(value[key == best]), _mean_sd(value))
 
 
-# ------------------------------------------------------------------------ shift tests (§AS, §AJ)
+# ------------------------------------------------------------------------------- shift tests
 _SHIFT_COLUMN = re.compile(
     r"shift/(?P<family>[^/]+)/(?:s(?P<severity>\d+)/)?(?P<leaf>(?:knn|linear)_top1_[hz])"
 )
@@ -984,7 +987,7 @@ def shift_tests(df: pd.DataFrame, attrs: dict) -> str | Table:
         f"{_fmt(HOLD_UP_DROP)} at every design point (mean over the point's replicates; the "
         "worst point is shown); it is covered when a component of the trials' training "
         "augmentation trains for it (trainables.shift.COVERED_BY). Seen and unseen corruptions "
-        "are kept apart (seed 003 §AS): only covered families that held up are claimed as "
+        "are kept apart: only covered families that held up are claimed as "
         f"learned invariances. {claims}"
         + (f" Mean over families and severities (shift/mean_*): {'; '.join(others)}." if others
            else "")
@@ -1143,7 +1146,7 @@ def source_return_section(examples: Mapping[str, pd.DataFrame | None] | None) ->
         "Held-out anchors, each with its positive (the other view of the same source) and its "
         "three most similar negatives; their panels are in report.html (Source return). A false "
         "negative is a negative of the anchor's own class: the loss pushes it away although the "
-        "receiver wants it close (seed 003 §B, §H). Similarities: mean (range) over the "
+        "receiver wants it close. Similarities: mean (range) over the "
         "anchors. Labels are diagnostic only; the loss never sees them."
     )
     return Table(columns, rows, caption)

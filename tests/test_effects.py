@@ -140,7 +140,7 @@ def test_the_default_study_report_states_an_effect_with_its_evidence(tmp_path):
     assert words.optimum.startswith("Predicted optimum in the design region: temperature = 0.1")
     written = write_report(analysis, tmp_path)
     page = written["report.html"].read_text()
-    section = page[page.index(f"<h3>{RESPONSE}") :]
+    section = page[page.index(f">{RESPONSE} (max)</h3>") :]
     assert section.index("Doubling temperature lowers") < section.index("Predicted optimum")
     assert section.index("Predicted optimum") < section.index("adjusted R² =")
     assert "replicate is modelled as a block" in section

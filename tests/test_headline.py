@@ -162,10 +162,11 @@ def test_report_html_opens_with_the_headline_and_renders_the_evidence_card(tmp_p
     assert set(page.links) <= page.ids and {"findings", "surfaces", "figures"} <= set(page.links)
     figures = [k for k in written if k.startswith("figure:")]
     assert len(page.images) == len(figures) > 0
-    assert all(src.startswith("data:image/png;base64,") for src in page.images)  # offline
+    embedded = ("data:image/png;base64,", "data:image/svg+xml;base64,")
+    assert all(src.startswith(embedded) for src in page.images)  # offline
     assert "pre" not in order[order.index("evidence") :]  # the card is HTML, not preformatted
     card = text[text.index('id="evidence"') :]
-    assert "<table>" in card and "<h2>Receiver job</h2>" in card
+    assert "<table>" in card and '<h3 id="evidence-receiver-job">Receiver job</h3>' in card
     assert 'name="viewport"' in text and "<script" not in text
     assert not re.search(r"""(src|href)=["']?https?:|<link""", text)  # nothing to fetch
     captions = "".join(page.captions)

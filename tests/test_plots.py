@@ -316,7 +316,8 @@ def test_trajectory_table_one_path_per_trial_or_one_mean_path_per_point():
     cell = table[(table["point_id"] == "p03") & (table["step"] == 2)]
     assert cell["z/uniform"].item() == pytest.approx(0.05)
     assert cell["z/align"].item() == pytest.approx(2.6)
-    assert "mean over replicates per point" in trajectories(many).axes[0].get_title()
+    title_words = " ".join(trajectories(many).axes[0].get_title().split())  # wrapped to fit
+    assert "mean over replicates per point" in title_words
 
 
 # ---------------------------------------------------------------------------------------------
@@ -521,10 +522,23 @@ def test_surface_contours_figure_has_contours_star_and_design_points():
     bare.data = None
     fig = surface_contours(bare, "lr", "temperature", n=10)
     assert not [c for c in fig.axes[0].collections if c.get_label() == "design points"]
-    # A model that does not beat the mean names no optimum: no star, and the title says why.
+    # A model that does not beat the mean names no optimum and draws no surface: no star, no
+    # contour, no colour bar; the design points and a note that says why.
     fig = surface_contours(surface, "temperature", "batch_size", n=10, name_optimum=False)
-    assert not [line for line in fig.axes[0].get_lines() if line.get_marker() == "*"]
-    assert "no optimum is named" in fig.axes[0].get_title()
+    (ax,) = fig.axes
+    assert not [line for line in ax.get_lines() if line.get_marker() == "*"]
+    assert not any(isinstance(c, ContourSet) for c in ax.collections)
+    assert [c for c in ax.collections if c.get_label() == "design points"]
+    assert "no optimum is named" in ax.get_title()
+    assert any("no surface is drawn" in t.get_text() for t in ax.texts)
+
+
+def test_all_figures_draws_no_contours_for_a_model_that_does_not_beat_the_mean():
+    surfaces = {"probe/knn_top1_h": _QuadraticSurface()}
+    drawn = all_figures(_default_frame(), surfaces=surfaces)
+    assert "contours_probe_knn_top1_h_temperature_batch_size" in drawn
+    flat = all_figures(_default_frame(), surfaces=surfaces, no_optimum=frozenset(surfaces))
+    assert not [name for name in flat if name.startswith("contours_")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -627,10 +641,10 @@ def test_shift_draws_covered_families_solid_and_the_others_dashed():
     df = _with_shift(_with_shift(_default_frame()), "z")
     fig = shift(df, "knn")
     axes = [ax for ax in fig.axes if ax.get_title()]
-    assert [ax.get_title() for ax in axes] == [
-        "gaussian_noise  (h)", "jpeg  (h)", "gaussian_noise  (z)", "jpeg  (z)",
+    assert [ax.get_title() for ax in axes] == [  # a row per family, h left and z right
+        "gaussian_noise  (h)", "gaussian_noise  (z)", "jpeg  (h)", "jpeg  (z)",
     ]  # fmt: skip
-    noise, jpeg = axes[0], axes[1]
+    noise, jpeg = axes[0], axes[2]
     lines = _errorbars(noise)
     assert sorted(lines) == ["p000", "p001", "p002", "p003"]
     x, y = lines["p000"]
@@ -686,6 +700,52 @@ def test_all_figures_render_and_save(tmp_path):
         assert [p.name for p in paths] == [f"{name}.png", f"{name}.svg"]
         assert all(p.stat().st_size > 1000 for p in paths)
         assert paths[0].read_bytes()[:4] == b"\x89PNG"
+
+
+def _smallest_text_px(fig: Figure, width_px: float = 400) -> tuple[float, str]:
+    """(size in CSS px, text) of the figure's smallest drawn text when the figure is shown
+    ``width_px`` wide: points x (width_px / the figure's width in points)."""
+    from matplotlib.text import Text
+
+    fig.draw_without_rendering()  # tick labels exist once drawn
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    smallest = min(texts, key=lambda t: t.get_fontsize())
+    scale = width_px / (fig.get_size_inches()[0] * 72)
+    return smallest.get_fontsize() * scale, smallest.get_text()
+
+
+def _titles_outside(fig: Figure) -> list[str]:
+    """Titles, labels and legends (not tick labels) that reach past the figure's edges."""
+    from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer, box = canvas.get_renderer(), fig.bbox
+    every_axes = fig.findobj(Axes)  # insets too
+    ticks = {id(t) for ax in every_axes for t in (*ax.get_xticklabels(), *ax.get_yticklabels())}
+    inside = box.padded(2)
+    texts = [t for t in fig.findobj(Text)
+             if t.get_visible() and t.get_text().strip() and id(t) not in ticks]  # fmt: skip
+    extents = [(t.get_text(), t.get_window_extent(renderer)) for t in texts]
+    return [text for text, e in extents if not (inside.contains(*e.p0) and inside.contains(*e.p1))]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_every_figure_is_readable_at_400_px():
+    """Shown 400 CSS px wide (a phone), a figure's smallest text is at least 8 px: its font
+    size in points times 400 / its width in points; no title or label is cut off."""
+    df = _with_shift(_with_shift(_with_class_geometry(_default_frame())), "z")
+    figures = all_figures(df, _default_history(),
+                          surfaces={"probe/knn_top1_h": _QuadraticSurface()})  # fmt: skip
+    assert {"shift_knn", "class_spread_z", "contours_probe_knn_top1_h_temperature_batch_size",
+            "probe_vs_temperature_knn", "main_effects", "interactions"} <= set(figures)  # fmt: skip
+    for name, fig in figures.items():
+        px, text = _smallest_text_px(fig)
+        assert px >= 8, f"{name}: {text!r} is {px:.1f} px at 400 px"
+        assert fig.get_size_inches()[0] <= 5.5, name
+        assert _titles_outside(fig) == [], name
 
 
 def test_all_figures_skips_what_does_not_apply():

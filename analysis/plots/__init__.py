@@ -5,8 +5,8 @@ alignment–uniformity plane), ``_trajectories``, ``_main_effects``, ``_interact
 ``_phase_diagram``, ``_probe_vs_temperature``, ``_surface_contours``, ``_class_spread`` (per-class
 geometry by design point) and ``_shift`` (accuracy under corruption); ``_common`` holds what they
 share (labels, number formats, colours, cell tables, level and log axes) and ``_all`` makes every
-figure that applies to a study (``all_figures``), writes one (``save_figure``) and names what to
-look for in it (``caption``).
+figure that applies to a study (``all_figures``), writes one (``save_figure``), says in one line
+what it plots (``title``) and names what to look for in it (``caption``).
 
 Every figure function first computes the table it draws (the public ``*_table`` helpers and
 ``contour_grid`` are pure and tested against hand-built tables), then returns a
@@ -15,7 +15,7 @@ interactive backend. Each figure module's ``CAPTION`` tells a reader what to loo
 ``caption(name)`` fills it in for a name ``all_figures`` gives.
 """
 
-from analysis.plots._all import all_figures, caption, save_figure
+from analysis.plots._all import all_figures, caption, save_figure, title
 from analysis.plots._class_spread import class_spread, class_spread_table
 from analysis.plots._interactions import interaction_table, interactions
 from analysis.plots._main_effects import main_effect_table, main_effects
@@ -50,6 +50,7 @@ __all__ = [
     "shift_families",
     "shift_table",
     "surface_contours",
+    "title",
     "trajectories",
     "trajectory_table",
 ]

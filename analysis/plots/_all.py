@@ -1,10 +1,13 @@
-"""Every figure that applies to a study, by file name; writing a figure; a figure's caption."""
+"""Every figure that applies to a study, by file name; writing a figure; a figure's title and
+caption."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -21,14 +24,22 @@ from analysis.plots import (
 )
 from analysis.plots._class_spread import METRICS as _CLASS_METRICS
 from analysis.plots._class_spread import class_spread
-from analysis.plots._common import _factors, _has, _slug, _varies
+from analysis.plots._common import (
+    _SPACE_NAMES,
+    KNOWN_METRICS,
+    _factors,
+    _has,
+    _slug,
+    _unslug,
+    _varies,
+)
 from analysis.plots._interactions import interactions
 from analysis.plots._main_effects import main_effects
 from analysis.plots._phase_diagram import _PHASE_METRICS, phase_diagram
 from analysis.plots._plane import plane
 from analysis.plots._probe_vs_temperature import probe_vs_temperature
 from analysis.plots._shift import shift, shift_families
-from analysis.plots._surface_contours import surface_contours
+from analysis.plots._surface_contours import _split_contours_name, surface_contours
 from analysis.plots._trajectories import trajectories
 
 _FIGURE_MODULES = (
@@ -56,13 +67,60 @@ def caption(name: str) -> str:
     raise KeyError(f"no figure is named {name!r}")
 
 
+_PROBES = {"knn": "k-NN", "linear": "Linear"}
+# name pattern -> a one-line title that says what is plotted against what (the figure index's
+# line and the start of the image's alt text in report.html)
+_TITLES = (
+    (r"plane_(?P<space>\w+)", "Alignment against uniformity of every trial, {space_name}"),
+    (r"trajectories_(?P<space>\w+)",
+     "Each trial's path in alignment and uniformity over training, {space_name}"),
+    (r"main_effects", "Main effects: the response's mean at each level of each factor"),
+    (r"interactions",
+     "Interactions: the response's mean against one factor, a line per level of another"),
+    (r"phase_(?P<metric>\w+)", "{metric} in each temperature × negatives-per-anchor cell"),
+    (r"probe_vs_temperature_(?P<probe>\w+)",
+     "{probe} probe top-1 accuracy against temperature, one line per batch size"),
+    (r"contours_(?P<contours>\w+)", "Fitted {response} over {factors}"),
+    (r"class_spread_(?P<space>\w+)",
+     "Per-class alignment and uniformity at each design point, {space_name}"),
+    (r"shift_(?P<probe>\w+)",
+     "{probe} probe top-1 accuracy against corruption severity, per corruption family"),
+)  # fmt: skip
+
+
+def title(name: str) -> str:
+    """One line that says what the figure ``all_figures`` names ``name`` plots against what, for
+    an index of the figures and the image's alt text. Raises KeyError for a name no figure has."""
+    caption(name)  # the same names, and the same error for any other
+    for pattern, text in _TITLES:
+        match = re.fullmatch(pattern, name)
+        if match is None:
+            continue
+        parts = match.groupdict()
+        if "space" in parts:
+            parts["space_name"] = (
+                f"{parts['space']} features ({_SPACE_NAMES.get(parts['space'], parts['space'])})"
+            )
+        if "metric" in parts:
+            parts["metric"] = _unslug(parts["metric"], KNOWN_METRICS) or parts["metric"]
+        if "probe" in parts:
+            parts["probe"] = _PROBES.get(parts["probe"], parts["probe"])
+        if "contours" in parts:
+            parts["response"], parts["factors"] = _split_contours_name(parts["contours"])
+        return text.format(**parts)
+    return name
+
+
 def save_figure(fig: Figure, out_dir: str | Path, name: str) -> list[Path]:
-    """Write ``name.png`` (120 dpi) and ``name.svg`` under ``out_dir``; returns both paths."""
+    """Write ``name.png`` (120 dpi) and ``name.svg`` (its text as text: searchable, light, set
+    in the reader's sans-serif when DejaVu Sans is missing) under ``out_dir``; returns both
+    paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.svg"]
     fig.savefig(paths[0], dpi=120)
-    fig.savefig(paths[1])
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(paths[1], metadata={"Date": None})
     return paths
 
 
@@ -77,7 +135,8 @@ def all_figures(
     (given a history), main effects and interactions of ``response``, temperature × candidates
     phase diagrams and probe-vs-temperature (when temperature varies), and contours of each
     surface in ``surfaces`` (response -> fitted surface) over its first two numeric factors,
-    with no optimum marked for the responses in ``no_optimum`` (they do not beat the mean),
+    except the responses in ``no_optimum`` (their models do not beat the mean: no surface to
+    draw),
     per-class geometry by design point (when ``{space}/*_worst_class`` and ``_class_spread``
     are recorded) and probe accuracy under corruption (when shift-test columns are)."""
     return {
@@ -150,9 +209,8 @@ def _contour_figures(surfaces: dict[str, Any], no_optimum: frozenset[str]) -> di
     figures = {}
     for name, surface in surfaces.items():
         numeric = [f for f in surface.factors if surface.coding[f].kind == "numeric"]
-        if len(numeric) >= 2 and surface.optimum is not None:  # a flat surface has no optimum
+        # a flat surface has no optimum; one that does not beat the mean has nothing to show
+        if len(numeric) >= 2 and surface.optimum is not None and name not in no_optimum:
             key = f"contours_{_slug(name)}_{_slug(numeric[0])}_{_slug(numeric[1])}"
-            figures[key] = surface_contours(
-                surface, numeric[0], numeric[1], name_optimum=name not in no_optimum
-            )
+            figures[key] = surface_contours(surface, numeric[0], numeric[1])
     return figures

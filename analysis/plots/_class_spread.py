@@ -9,12 +9,12 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from analysis.plots._common import _has, _require, _space_caption, _title
+from analysis.plots._common import FIG_WIDTH, SMALL_PT, _has, _require, _space_caption, _title
 from analysis.plots._trajectories import _point_descriptions
 
 CAPTION = (
     "Per-class geometry of the {space} features ({space_name}) at each design point: alignment "
-    "(left) and uniformity (right), lower is better for both. The circle is the global value "
+    "(above) and uniformity (below), lower is better for both. The circle is the global value "
     "over all held-out positive pairs, the bar runs from the best class (worst minus spread) to "
     "the worst class (triangle, ±1 SE over the point's replicates); look for points "
     "whose global value looks good while the worst class sits far above it (a long bar is a "
@@ -69,8 +69,8 @@ def class_spread(df: pd.DataFrame, space: str = "z") -> Figure:
     not recorded says so."""
     if not any(_has(df, f"{space}/{m}_worst_class", f"{space}/{m}_class_spread") for m in METRICS):
         raise KeyError(f"no {space}/*_worst_class and {space}/*_class_spread columns")
-    fig = Figure(figsize=(11.0, 4.6), layout="constrained")
-    axes = fig.subplots(1, 2)
+    fig = Figure(figsize=(FIG_WIDTH, 7.8), layout="constrained")
+    axes = fig.subplots(2, 1)
     for ax, metric in zip(axes, METRICS, strict=True):
         ax.set_title(f"{space}/{metric}  ({_NAMES[metric]}, lower = better)", fontsize=10)
         ax.grid(alpha=0.3, axis="y")
@@ -101,8 +101,8 @@ def _draw_metric(ax: Axes, df: pd.DataFrame, space: str, metric: str) -> None:
         for p in table["point_id"].tolist()
     ]
     many = len(labels) > 8
-    ax.set_xticks(xs, labels=labels, rotation=60 if many else 0, fontsize=7 if many else 8,
+    ax.set_xticks(xs, labels=labels, rotation=60 if many else 0, fontsize=SMALL_PT,
                   ha="right" if many else "center")  # fmt: skip
     ax.set_xlim(-0.6, len(xs) - 0.4)
     ax.set_ylabel(f"{space}/{metric}")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=SMALL_PT)

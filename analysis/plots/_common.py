@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,6 +22,13 @@ from analysis.baselines import baselines_of, counterpart
 from analysis.units import is_accuracy, level
 
 _CMAP = "viridis"
+
+# Every figure is at most FIG_WIDTH inches wide and sets no text smaller than SMALL_PT points, so
+# that shown 400 CSS px wide (a phone; report.html scales figures to the page) its smallest text
+# is SMALL_PT * 400 / (FIG_WIDTH * 72) ≈ 8 px: readable. tests/test_plots.py measures it.
+FIG_WIDTH = 5.5
+SMALL_PT = 8
+_TITLE_CHARS = 56  # a title's line at 12 pt across FIG_WIDTH
 
 _LABELS = {
     "temperature": "temperature τ",
@@ -118,8 +126,10 @@ def _slug(text: str) -> str:
 
 
 def _title(df: pd.DataFrame | None, text: str) -> str:
+    """``text`` after the study's name, each line wrapped to fit a figure FIG_WIDTH wide."""
     study = df.attrs.get("study") if df is not None else None
-    return f"{study}: {text}" if study else text
+    text = f"{study}: {text}" if study else text
+    return "\n".join(textwrap.fill(line, _TITLE_CHARS) for line in text.split("\n"))
 
 
 def _metric_note(metric: str) -> str:
@@ -317,9 +327,9 @@ def _dodge(positions: np.ndarray, index: int, count: int, log: bool, categorical
 
 
 def _grid(count: int, ncols_max: int, panel: tuple[float, float]) -> tuple[Figure, list[Axes]]:
-    ncols = min(count, ncols_max)
+    ncols = max(1, min(count, ncols_max, math.floor(FIG_WIDTH / panel[0])))
     nrows = math.ceil(count / ncols)
-    width = max(panel[0] * ncols, 5.5)
+    width = FIG_WIDTH
     fig = Figure(figsize=(width, panel[1] * nrows + 0.8), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel().tolist()
     for extra in axes[count:]:

@@ -11,6 +11,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from analysis.plots._common import (
+    FIG_WIDTH,
+    SMALL_PT,
     _binned,
     _cells,
     _draw_lines,
@@ -61,7 +63,7 @@ def interactions(df: pd.DataFrame, response: str, factors: Sequence[str] | None 
     pairs = list(itertools.combinations(names, 2))
     if not pairs:
         raise ValueError("an interaction plot needs at least two varied factors")
-    fig, axes = _grid(len(pairs), 3, (4.2, 3.6))
+    fig, axes = _grid(len(pairs), 1, (FIG_WIDTH, 3.4))
     for ax, (first, second) in zip(axes, pairs, strict=True):
         _draw_interaction(ax, df, response, first, second)
     axes[0].set_ylabel(response)
@@ -87,4 +89,4 @@ def _draw_interaction(ax: Axes, df: pd.DataFrame, response: str, first: str, sec
     ax.set_title(f"{first} × {second}", fontsize=10)
     ax.set_xlabel(_label(first))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=SMALL_PT)

@@ -54,7 +54,7 @@ def main_effects(df: pd.DataFrame, response: str, factors: Sequence[str] | None 
     names = _factors(df, factors)
     if not names:
         raise ValueError("no varied factors to draw (pass factors= or set df.attrs['factors'])")
-    fig, axes = _grid(len(names), 4, (3.4, 3.4))
+    fig, axes = _grid(len(names), 2, (2.75, 2.9))
     for ax, factor in zip(axes, names, strict=True):
         _draw_main_effect(ax, df, response, factor)
     axes[0].set_ylabel(response)

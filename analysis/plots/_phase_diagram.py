@@ -1,5 +1,7 @@
-"""Temperature × candidates phase diagrams (seed 003 §BC): a final metric's mean over replicates
-in every (temperature, negatives per anchor) cell of the design, on log–log axes."""
+"""Temperature × candidates phase diagrams: a final metric's mean over replicates in every
+(temperature, negatives per anchor) cell of the design, on log–log axes. Temperature and the
+number of negatives are the two knobs of the InfoNCE loss (SimCLR: Chen et al. 2020, which
+reports them together), so their cells are read as one map."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from matplotlib.tri import Triangulation
 
 from analysis.plots._common import (
     _CMAP,
+    FIG_WIDTH,
     KNOWN_METRICS,
     _cells,
     _label,
@@ -34,8 +37,8 @@ CAPTION = (
     "column for the effect of more candidates at a fixed temperature."
 )
 
-# Final metrics drawn as phase diagrams when the study varies temperature and candidate count
-# (seed 003 §BC: geometry, false-negative pressure, rank and transfer over the same cells).
+# Final metrics drawn as phase diagrams when the study varies temperature and candidate count:
+# geometry, false-negative pressure and rank over the same cells as the probe's transfer.
 _PHASE_METRICS = ("z/align", "z/uniform", "sim/false_negative_rate", "z/effective_rank")
 
 
@@ -78,7 +81,7 @@ def phase_diagram(
     log_x, log_y = bool((xl > 0).all()), bool((yl > 0).all())
     norm, cmap = _norm(table["mean"]), colormaps[_CMAP]
     grid = len(table) == len(xl) * len(yl)
-    fig = Figure(figsize=(7.0, 5.4), layout="constrained")
+    fig = Figure(figsize=(FIG_WIDTH, 4.8), layout="constrained")
     ax = fig.add_subplot()
     if log_x:
         ax.set_xscale("log")

@@ -26,6 +26,8 @@ from analysis.frontier import pareto_frontier
 from analysis.plots._common import (
     _CMAP,
     _SPACE_NAMES,
+    FIG_WIDTH,
+    SMALL_PT,
     _has,
     _norm,
     _require,
@@ -86,7 +88,7 @@ def plane(
         _draw_trials(target, data, x, y, status, color, norm)
         _draw_front(target, front, x, y)
 
-    fig = Figure(figsize=(7.5, 5.8), layout="constrained")
+    fig = Figure(figsize=(FIG_WIDTH, 5.0), layout="constrained")
     ax = fig.add_subplot()
     draw(ax)
     _plane_frame(ax, data[x].to_numpy(float), data[y].to_numpy(float), draw)
@@ -244,7 +246,7 @@ def _zoom_inset(
     draw(inset)
     inset.set_xlim(*zx)
     inset.set_ylim(*zy)
-    inset.tick_params(labelsize=7)
+    inset.tick_params(labelsize=SMALL_PT)
     inset.xaxis.set_major_locator(MaxNLocator(5))
     inset.yaxis.set_major_locator(MaxNLocator(5))
     ax.indicate_inset_zoom(inset, edgecolor="0.4")

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 from analysis.plots._common import (
     _SPACE_NAMES,
+    FIG_WIDTH,
     _draw_baselines,
     _draw_lines,
     _fmt,
@@ -25,8 +26,9 @@ from analysis.plots._interactions import interaction_table
 from analysis.plots._main_effects import main_effect_table
 
 CAPTION = (
-    "{probe} probe top-1 accuracy against temperature τ (log axis) on h (backbone features, left) "
-    "and z (projection output, right), mean ± SE over replicates, one line per batch size; look "
+    "{probe} probe top-1 accuracy against temperature τ (log axis) on h (backbone features, "
+    "above) and z (projection output, below), mean ± SE over replicates, one line per batch "
+    "size; look "
     "for the temperature where accuracy peaks, whether the peak moves with batch size, and how far "
     "h and z differ; grey lines are the study's baselines (raw input dotted, random-init encoder "
     "dashed, supervised dash-dotted), the levels a trained representation has to clear."
@@ -60,17 +62,17 @@ def probe_vs_temperature(df: pd.DataFrame, probe: str = "knn") -> Figure:
     columns = {space: f"probe/{probe}_top1_{space}" for space in ("h", "z")}
     if not any(_has(df, c) for c in columns.values()):
         raise KeyError(f"no probe/{probe}_top1_h or probe/{probe}_top1_z column")
-    fig = Figure(figsize=(10.0, 4.4), layout="constrained")
-    axes = fig.subplots(1, 2, sharey=True)
+    fig = Figure(figsize=(FIG_WIDTH, 6.6), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True, sharey=True)
     for ax, (space, column) in zip(axes, columns.items(), strict=True):
         ax.set_title(f"{column}  ({_SPACE_NAMES[space]})", fontsize=10)
-        ax.set_xlabel(_label("temperature"))
+        ax.set_ylabel(f"{probe} probe top-1")
         ax.grid(alpha=0.3)
         if not _has(df, column):
             ax.text(0.5, 0.5, "not recorded", ha="center", va="center", transform=ax.transAxes)
             continue
         _draw_probe(ax, df, probe, space)
-    axes[0].set_ylabel(f"{probe} probe top-1 accuracy")
+    axes[-1].set_xlabel(_label("temperature"))
     fig.suptitle(_title(df, f"{probe} probe accuracy vs temperature  (mean ± SE over replicates)"))
     return fig
 

@@ -14,13 +14,14 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from analysis.evidence import HOLD_UP_DROP
-from analysis.plots._common import _SPACE_NAMES, _colors, _fmt, _title
+from analysis.plots._common import _SPACE_NAMES, FIG_WIDTH, SMALL_PT, _colors, _fmt, _title
 from analysis.plots._trajectories import _point_descriptions
 
 CAPTION = (
     "{probe} probe top-1 accuracy on the held-out split against corruption severity (0 = clean), "
-    "one panel per corruption family, h (backbone features) above z (projection output) where "
-    "both are recorded, one line per design point (mean ± SE over its replicates): solid where "
+    "one row of panels per corruption family, h (backbone features) left and z (projection "
+    "output) right where both are recorded, one line per design point (mean ± SE over its "
+    "replicates): solid where "
     "the point's training augmentation covers the family (trainables.shift.COVERED_BY), dashed "
     "where it does not. Look for solid lines that fall: an invariance the augmentation implies "
     "but did not deliver (release-gate item 12 fails when the mean drop over severities exceeds "
@@ -93,19 +94,20 @@ def shift_table(df: pd.DataFrame, probe: str = "knn", space: str = "h") -> pd.Da
 
 
 def shift(df: pd.DataFrame, probe: str = "knn") -> Figure:
-    """One panel per corruption family (columns) and space with shift tests (rows, h then z):
+    """One panel per corruption family (rows) and space with shift tests (columns, h then z):
     :func:`shift_table` as one line per design point against severity, solid where the point's
     augmentation covers the family, dashed where not, dotted where coverage is unknown."""
     spaces = [s for s in ("h", "z") if shift_families(df, probe, s)]
     if not spaces:
         raise KeyError(f"no shift/<family>/s<k>/{probe}_top1_h or _z column with a value")
     families = list(dict.fromkeys(f for s in spaces for f in shift_families(df, probe, s)))
-    ncols = len(families)
-    fig = Figure(figsize=(max(2.7 * ncols, 6.0), 2.9 * len(spaces) + 1.4), layout="constrained")
-    axes = np.asarray(fig.subplots(len(spaces), ncols, squeeze=False, sharey=True))
     points = sorted(
         (df["point_id"] if "point_id" in df else pd.Series(df.index, dtype=object)).unique()
     )
+    height = 1.9 * len(families) + 1.4 + 0.18 * len(points)  # the legend: a line per point
+    fig = Figure(figsize=(FIG_WIDTH, height), layout="constrained")
+    grid = fig.subplots(len(families), len(spaces), squeeze=False, sharex=True, sharey=True)
+    axes = np.asarray(grid).T  # axes[space][family]
     palette = dict(zip(points, _colors(len(points)), strict=True))
     coverage: set = set()
     for row, space in enumerate(spaces):
@@ -115,13 +117,13 @@ def shift(df: pd.DataFrame, probe: str = "knn") -> Figure:
             ax = axes[row, col]
             _draw_family(ax, table[table["family"] == family], palette)
             ax.set_title(f"{family}  ({space})", fontsize=9)
-            ax.set_xlabel("severity (0 = clean)")
             ax.grid(alpha=0.3)
-        axes[row, 0].set_ylabel(f"{probe}_top1_{space}\n({_SPACE_NAMES[space]})")
+        axes[row, -1].set_xlabel(f"severity (0 = clean)\n{_SPACE_NAMES[space]}")
+    for col in range(len(families)):
+        axes[0, col].set_ylabel(f"{probe} top-1")
     handles = _legend_handles(df, points, palette, coverage)
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(4, len(handles)),
-               fontsize=8)  # fmt: skip
-    fig.suptitle(_title(df, f"{probe} probe top-1 under corruption  (mean ± SE over replicates)"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=1, fontsize=SMALL_PT)
+    fig.suptitle(_title(df, f"{probe} probe top-1 under corruption\n(mean ± SE over replicates)"))
     return fig
 
 

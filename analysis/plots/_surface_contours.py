@@ -14,8 +14,10 @@ from matplotlib.figure import Figure
 
 from analysis.plots._common import (
     _CMAP,
+    FIG_WIDTH,
     KNOWN_FACTORS,
     KNOWN_METRICS,
+    SMALL_PT,
     _fmt,
     _label,
     _log_ticks,
@@ -24,9 +26,9 @@ from analysis.plots._common import (
 
 CAPTION = (
     "Filled contours of the fitted {response} over {factors}, every other factor held at the "
-    "surface's optimum; the star marks the predicted optimum (none when the model does not beat "
-    "the mean) and the white dots are the design points, so trust the surface near the dots "
-    "rather than far from them."
+    "surface's optimum; the star marks the predicted optimum and the white dots are the design "
+    "points, so trust the surface near the dots rather than far from them. A model that does "
+    "not beat the mean gets no contours (report.html draws none for it)."
 )
 
 
@@ -98,21 +100,27 @@ def surface_contours(
     surface: Any, x: str, y: str, n: int = 60, *, name_optimum: bool = True
 ) -> Figure:
     """Filled contours of a fitted response surface over numeric factors ``x`` and ``y`` with the
-    other factors at the surface's optimum; the optimum is a star (unless ``name_optimum`` is
-    False: a model that does not beat the mean names none, and the title says so) and the
-    design points (the surface's ``data``, when it has one) are dots. ``surface`` is duck-typed:
-    ``response``, ``factors``, ``coding``, ``optimum`` and ``predict(frame) -> [mean, lower,
-    upper]``."""
+    other factors at the surface's optimum; the optimum is a star and the design points (the
+    surface's ``data``, when it has one) are dots. With ``name_optimum`` False (a model that does
+    not beat the mean) there is no surface to show: only the design points are drawn, with no
+    contour, colour or star, and the title and a note in the axes say why. ``surface`` is
+    duck-typed: ``response``, ``factors``, ``coding``, ``optimum`` and ``predict(frame) ->
+    [mean, lower, upper]``."""
     xs, ys, Z = contour_grid(surface, x, y, n)
-    fig = Figure(figsize=(6.8, 5.4), layout="constrained")
+    fig = Figure(figsize=(FIG_WIDTH, 4.8), layout="constrained")
     ax = fig.add_subplot()
     if surface.coding[x].scale == "log":
         ax.set_xscale("log")
     if surface.coding[y].scale == "log":
         ax.set_yscale("log")
-    filled = ax.contourf(xs, ys, Z, levels=14, cmap=_CMAP)
-    lines = ax.contour(xs, ys, Z, levels=filled.levels[::2], colors="black", linewidths=0.6)
-    ax.clabel(lines, fontsize=7, fmt="%.3g")
+    filled = None
+    if name_optimum:
+        filled = ax.contourf(xs, ys, Z, levels=14, cmap=_CMAP)
+        lines = ax.contour(xs, ys, Z, levels=filled.levels[::2], colors="black", linewidths=0.6)
+        ax.clabel(lines, fontsize=SMALL_PT, fmt="%.3g")
+    else:
+        ax.text(0.5, 0.5, "the model does not beat the mean:\nno surface is drawn", ha="center",
+                va="center", transform=ax.transAxes, fontsize=10, color="0.3")  # fmt: skip
     _draw_design_points(ax, surface, x, y)
     if name_optimum:
         _draw_optimum(ax, surface.optimum, x, y)
@@ -124,8 +132,9 @@ def surface_contours(
     ax.set_xlabel(_label(x))
     ax.set_ylabel(_label(y))
     ax.set_title(_contours_title(surface, x, y, name_optimum), fontsize=10)
-    fig.colorbar(filled, ax=ax, label=f"{surface.response} (predicted mean)")
-    fig.legend(loc="outside lower center", ncols=2, fontsize=8)
+    if filled is not None:
+        fig.colorbar(filled, ax=ax, label=f"{surface.response} (predicted mean)")
+    fig.legend(loc="outside lower center", ncols=2, fontsize=SMALL_PT)
     return fig
 
 

@@ -12,6 +12,7 @@ from matplotlib.lines import Line2D
 
 from analysis.plots._common import (
     _SPACE_NAMES,
+    FIG_WIDTH,
     _colors,
     _factors,
     _fmt,
@@ -73,7 +74,7 @@ def trajectories(history: pd.DataFrame, df: pd.DataFrame | None = None, space: s
         for _key, path in paths:
             _draw_path(target, path, x, y, palette[path["point_id"].iloc[0]])
 
-    fig = Figure(figsize=(7.5, 6.2), layout="constrained")
+    fig = Figure(figsize=(FIG_WIDTH, 5.4), layout="constrained")
     ax = fig.add_subplot()
     draw(ax)
     _plane_frame(ax, data[x].to_numpy(float), data[y].to_numpy(float), draw)
