@@ -1,6 +1,6 @@
 """The study's record in MLflow: one experiment, one parent run, one child run per trial.
 
-Layout (``shared/design.md``): experiment = study name; the parent run holds the study file, the
+Layout (``docs/mlflow.md``): experiment = study name; the parent run holds the study file, the
 design table and the Parquet export; each trial (design point × replicate) has exactly one child
 run, found again by its ``study.trial_key`` tag through retries and resumes and continued, never
 duplicated. Metrics are logged with step = examples seen; a replayed evaluation (after resuming
@@ -38,6 +38,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_GIT_COMMIT, MLFLOW_RUN_NOTE
 
+from analysis.load import default_store, store_exists, unknown_study
 from analysis.record import (
     BLOCK_TAG,
     PARENT,
@@ -48,6 +49,7 @@ from analysis.record import (
     encode_trial,
     study_runs,
 )
+from search_spaces.augment import parent_run_name
 from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
 from study import EVIDENCE_KEY
@@ -77,6 +79,7 @@ VIEW_TAG_PREFIX, VIEW_URL_KEY = "mlflow.sharedViewState.", "viewStateShareKey"
 # (``mlflow.workflowType``, GenAI unless changed) that this URL parameter overrides.
 UI_MODE = "workflowType=machine_learning"
 TRIALS_VIEW, POINTS_VIEW = "study-trials", "study-points"
+CHART_MODE = "compareRunsMode=CHART"  # the runs page's chart view, not its table
 KEY_METRICS = ("probe/knn_top1_h", "z/align", "z/uniform")
 REPORT_ARTIFACT = "report/report.html"
 REPORT_LINE, STATUS_LINE = "- **Latest report:**", "- **Status:**"
@@ -84,8 +87,10 @@ SUMMARY_PREFIX = "study/"
 
 
 def default_tracking_uri(workdir: str | Path | None = None) -> str:
-    """The embedded store: SQLite in the working directory."""
-    return f"sqlite:///{Path(workdir or os.getcwd()).resolve() / 'mlflow.db'}"
+    """The store used when none is named, the one the notebook and ``analysis.load_study``
+    read (:func:`analysis.load.default_store`): MLFLOW_TRACKING_URI, else the nearest
+    ``mlflow.db`` at or above the working folder, else a new one in the working folder."""
+    return default_store(workdir)
 
 
 def check_tracking_uri(uri: str, timeout: float = 5.0) -> None:
@@ -135,41 +140,6 @@ def ui_command(uri: str, port: int = 5000) -> str:
 def mlflow_command(uri: str, *argv: str) -> str:
     """An ``mlflow`` CLI command against this tracking store, ready to paste."""
     return shell_command(tool("mlflow"), *argv, env={"MLFLOW_TRACKING_URI": uri})
-
-
-def store_exists(uri: str) -> bool:
-    """False for an embedded store whose file is not there yet; servers always exist."""
-    if uri.startswith("sqlite:///"):
-        return Path(uri.removeprefix("sqlite:///")).is_file()
-    return True
-
-
-def recorded_studies(uri: str) -> list[str]:
-    """The names of the studies a store holds (active experiments with a parent run), read
-    without writing: an embedded store that does not exist holds none."""
-    if not store_exists(uri):
-        return []
-    client = MlflowClient(uri)
-    names = []
-    for experiment in client.search_experiments(view_type=ViewType.ACTIVE_ONLY):
-        if study_runs(client, experiment.experiment_id, PARENT):
-            names.append(experiment.name)
-    return sorted(names)
-
-
-def unknown_study(uri: str, study: str) -> str:
-    """Why ``study`` cannot be read from ``uri``, and what is there instead: no store at all,
-    or the studies it does hold (the closest first, as a 'did you mean')."""
-    if not store_exists(uri):
-        return (f"no study named {study!r}: there is no MLflow store at {uri} (nothing was "
-                "created); run the study first, or give the store it was recorded in with "
-                "--tracking-uri")  # fmt: skip
-    held = recorded_studies(uri)
-    if not held:
-        return f"no study named {study!r} in {uri}: it holds no study"
-    close = difflib.get_close_matches(study, held, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"no study named {study!r} in {uri}{hint} It holds: {', '.join(held)}"
 
 
 def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
@@ -295,7 +265,7 @@ def check_plan_fits(plan: TrialPlan) -> None:
 def self_checks() -> dict[str, str]:
     """Checks of the running code recorded with every study (release gate item 1).
 
-    ``info_nce_worked_example``: seed 004's hand-computed M = 3 example (anchor 0°, positive 20°,
+    ``info_nce_worked_example``: the hand-computed M = 3 example (anchor 0°, positive 20°,
     negatives 90°, 180°, 270°, τ = 1) must give 0.6551.
     """
     import torch
@@ -335,9 +305,11 @@ def run_link(experiment_id: str, run_id: str, tab: str = "") -> str:
     return f"#/experiments/{experiment_id}/runs/{run_id}{tab}?{UI_MODE}"
 
 
-def view_link(experiment_id: str, view: str) -> str:
-    """The runs table opened on one of the experiment's saved views (``runs_views``)."""
-    return f"#/experiments/{experiment_id}/runs?{VIEW_URL_KEY}={view}&{UI_MODE}"
+def view_link(experiment_id: str, view: str, charts: bool = False) -> str:
+    """The runs table opened on one of the experiment's saved views (``runs_views``), or, with
+    ``charts``, that view's chart view (:func:`chart_state`)."""
+    mode = f"&{CHART_MODE}" if charts else ""
+    return f"#/experiments/{experiment_id}/runs?{VIEW_URL_KEY}={view}{mode}&{UI_MODE}"
 
 
 def ui_url(uri: str, port: int = 5000) -> str:
@@ -358,22 +330,123 @@ def key_metrics(spec: StudySpec) -> list[str]:
     return list(dict.fromkeys([spec.target.metric, *KEY_METRICS]))
 
 
+# What the runs table's columns hold, in the units MLflow shows (it shows every value as
+# logged, unrounded: accuracies as fractions); the experiment's description lists them.
+METRIC_UNITS = {
+    "probe/": "accuracy as a fraction (0.975 = 97.5%)",
+    "z/align": "alignment of z (α = 2): mean squared distance between positive pairs on the "
+    "unit sphere, 0 to 4, lower is tighter",
+    "z/uniform": "uniformity of z (t = 2): log of the mean Gaussian potential over pairs, ≤ 0, "
+    "lower is more uniform",
+}
+# The runs table's column ids (ag-grid) of the attributes MLflow always shows: Run Name and
+# Created are pinned to the left, Duration follows them unless it is moved.
+RUN_NAME_COLUMN, CREATED_COLUMN, DURATION = (
+    "attributes.`Run Name`", "runDateAndNestInfo", "duration",
+)  # fmt: skip
+# Widths (px) that fit the pinned columns, the factors, the target and the key probes beside
+# MLflow's sidebar and its Assistant panel (open by default) in a 1280 px window.
+# Created is narrowed to its status icon (finished, failed …); its time shows on hover.
+COLUMN_WIDTHS = {"run_name": 140, "created": 44, "params": 84, "target": 112, "metrics": 80,
+                 "tags": 80}  # fmt: skip
+# The metric MLflow's charts put first where no chart view is saved (a user's own views).
+PRIMARY_METRIC_TAG = "mlflow.experiment.primaryMetric.name"
+EXAMPLES_SEEN = "train/examples_seen"  # the x axis of every curve (its step is the same count)
+FACTORS_SECTION, CURVES_SECTION = "study-target-vs-factors", "study-curves"
+
+
+def metric_unit(metric: str) -> str | None:
+    """What a value of ``metric`` in the runs table means, when it is one of the key ones."""
+    for key, unit in METRIC_UNITS.items():
+        if metric == key or (key.endswith("/") and metric.startswith(key)):
+            return unit
+    return None
+
+
+def table_state(spec: StudySpec) -> dict[str, Any]:
+    """The runs table's columns in a saved view: the factors, the target and the key probes
+    first, beside the pinned Run Name and Created, each narrow enough that all of them are in
+    the first screen; the point id and Duration after them. The Dataset column is left out
+    (every trial's dataset is in its run page and in the experiment's description)."""
+    params = [_column("params", f) for f in spec.factors]
+    metrics = [_column("metrics", m) for m in key_metrics(spec)]
+    point = _column("tags", "study.point_id")
+    widths = {RUN_NAME_COLUMN: COLUMN_WIDTHS["run_name"], CREATED_COLUMN: COLUMN_WIDTHS["created"]}
+    widths |= {c: COLUMN_WIDTHS[c.split(".", 1)[0]] for c in [*params, *metrics, point]}
+    widths[metrics[0]] = COLUMN_WIDTHS["target"]
+    return {
+        "selectedColumns": [*params, *metrics, point],
+        "columnOrder": [RUN_NAME_COLUMN, CREATED_COLUMN, *params, *metrics, point, DURATION],
+        "columnWidths": widths,
+    }
+
+
+def _section(uuid: str, name: str, display: bool = True) -> dict[str, Any]:
+    return {"uuid": uuid, "name": name, "display": display, "isReordered": True,
+            "deleted": False, "isGenerated": False}  # fmt: skip
+
+
+def _chart(uuid: str, section: str, kind: str, **config) -> dict[str, Any]:
+    return {"uuid": uuid, "type": kind, "metricSectionId": section, "deleted": False,
+            "isGenerated": False, "runsCountToCompare": 10_000, **config}  # fmt: skip
+
+
+def chart_state(spec: StudySpec) -> dict[str, Any]:
+    """The runs page's chart view (MLflow's ``compareRunCharts`` and ``compareRunSections``):
+    first the target against each factor (a scatter each) and a parallel-coordinates chart of
+    the factors and the target; then the target's and the key probes' curves against
+    ``train/examples_seen``; then MLflow's own sections, one per metric prefix, collapsed (a
+    click opens one). Every curve, MLflow's own too, is drawn against examples seen."""
+    target, factors = spec.target.metric, list(spec.factors)
+    param = {"type": "PARAM"}
+    charts = [
+        _chart(f"study-scatter-{f}", FACTORS_SECTION, "SCATTER", displayName=f"{target} by {f}",
+               xaxis={"key": f, **param}, yaxis={"key": target, "type": "METRIC"})
+        for f in factors
+    ]  # fmt: skip
+    charts.append(_chart(
+        "study-parallel", FACTORS_SECTION, "PARALLEL",
+        displayName=f"{', '.join(factors)} → {target}", selectedParams=factors,
+        selectedMetrics=[target], showAllRuns=True,
+    ))  # fmt: skip
+    for metric in key_metrics(spec):
+        charts.append(_chart(
+            f"study-curve-{metric}", CURVES_SECTION, "LINE", metricKey=metric,
+            displayName=metric, selectedMetricKeys=[metric], xAxisKey="metric",
+            selectedXAxisMetricKey=EXAMPLES_SEEN, useGlobalXaxisKey=False, scaleType="linear",
+            xAxisScaleType="linear", lineSmoothness=0, useGlobalLineSmoothing=True,
+            yAxisKey="metric", yAxisExpressions=[], ignoreOutliers=False,
+            range={"xMin": None, "xMax": None, "yMin": None, "yMax": None},
+        ))  # fmt: skip
+    sections = [
+        _section(FACTORS_SECTION, f"{target} against the factors"),
+        _section(CURVES_SECTION, f"curves against examples seen ({EXAMPLES_SEEN})"),
+        *(_section(f"study-{p.rstrip('/')}", p.rstrip("/"), display=False)
+          for p in METRIC_PREFIXES),
+    ]  # fmt: skip
+    curves = {"xAxisKey": "metric", "selectedXAxisMetricKey": EXAMPLES_SEEN, "lineSmoothness": 0}
+    return {
+        "compareRunCharts": charts,
+        "compareRunSections": sections,
+        "isAccordionReordered": True,  # keep these sections first, in this order
+        "runListHidden": True,  # the charts take the page's width (a click shows the runs)
+        "hideEmptyCharts": True,
+        "globalLineChartConfig": curves,
+    }
+
+
 def runs_views(spec: StudySpec) -> dict[str, tuple[str, dict[str, Any]]]:
     """The runs table's saved views of a study: view id -> (name, state). The state holds the
-    UI's search facets (filter, sort) and UI state (visible columns, grouping) that the UI
-    reads from a shared view; every other setting keeps the UI's default."""
-    columns = [
-        _column("attributes", "Dataset"),
-        *(_column("params", f) for f in spec.factors),
-        *(_column("metrics", m) for m in key_metrics(spec)),
-        _column("tags", "study.point_id"),
-    ]
+    UI's search facets (filter, sort) and UI state (columns, their order and widths, grouping,
+    the chart view's charts) that the UI reads from a shared view (:func:`table_state`,
+    :func:`chart_state`); every other setting keeps the UI's default."""
     trials = {
         "searchFilter": "tags.`study.role` = 'trial'",
         "orderByKey": _column("metrics", spec.target.metric),
         "orderByAsc": spec.target.mode == "min",
-        "selectedColumns": columns,
         "runsHiddenMode": "SHOW_ALL",
+        **table_state(spec),
+        **chart_state(spec),
     }
     points = trials | {
         "groupBy": {
@@ -451,6 +524,12 @@ def study_note(spec: StudySpec, design, experiment_id: str, parent_id: str) -> s
         + " · ".join(f"[{name}]({view_link(experiment_id, key)})"
                      for key, (name, _) in views.items())
         + " (also under *Saved views*)",
+        f"- **Charts:** [{spec.target.metric} against the factors, and the curves against "
+        f"examples seen]({view_link(experiment_id, TRIALS_VIEW, charts=True)})",
+        "- **Columns:** " + "; ".join(
+            f"`{m}` {metric_unit(m)}" for m in key_metrics(spec) if metric_unit(m)
+        ) + ". MLflow shows every value unrounded: a narrow column cuts it short, its tooltip "
+        "holds all its digits",
         _report_line(experiment_id, None, None),
     ]  # fmt: skip
     return "\n".join(lines)
@@ -661,6 +740,7 @@ class StudyRecord:
         if report is not None and "not written yet" not in report:
             note = _replace_line(note, REPORT_LINE, report)
         self.client.set_experiment_tag(self.experiment_id, MLFLOW_RUN_NOTE, note)
+        self.client.set_experiment_tag(self.experiment_id, PRIMARY_METRIC_TAG, spec.target.metric)
         now = int(time.time() * 1000)
         for key, (name, state) in runs_views(spec).items():
             created = now
@@ -762,7 +842,7 @@ class StudyRecord:
             return parent.info.run_id
         run = self.client.create_run(
             self.experiment_id,
-            run_name=spec.study,
+            run_name=parent_run_name(spec),
             tags={
                 "study.name": spec.study, "study.role": PARENT, "study.spec_sha": spec.sha,
                 "study.code_version": code_version(), "study.design": spec.design.kind,

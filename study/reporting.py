@@ -100,9 +100,20 @@ def _artifact(record: StudyRecord, run_id: str, name: str, where: Path) -> Path 
         return None
 
 
+def findings_lead(top: Headline) -> str:
+    """The parent run's first paragraph: the findings, on the target first (``on_target``,
+    then ``found``), as one paragraph. MLflow's run page shows a description's first 100 px
+    (about two lines, the rest fading under "Show more"), so this is what a reviewer sees
+    without expanding it."""
+    found = [*([top.on_target] if top.on_target else []), *top.found]
+    return "**Findings.** " + (" ".join(found) or "No effect was detected.")
+
+
 def parent_note(top: Headline, parent) -> str:
-    """The parent run's description: the findings first (the report's headline, as markdown),
-    then the design, read from the parent's own params; within MLflow's limit for a tag."""
+    """The parent run's description: the findings first (:func:`findings_lead`), then the
+    study in one sentence, what was not detectable, the best point, the baselines and the next
+    study (the report's headline), then the design, read from the parent's own params; within
+    MLflow's limit for a tag."""
     params, tags = parent.data.params, parent.data.tags
     design = (
         f"**Design.** {params.get('design', '?').replace('_', ' ')} design over "
@@ -112,10 +123,18 @@ def parent_note(top: Headline, parent) -> str:
         "(artifacts `study_file.yaml`, `design.json`). The full report, with the model "
         "statistics, is the artifact `report/report.html`."
     )
-    note = f"{top.markdown()}\n\n---\n\n{design}"
+    parts = [findings_lead(top), "", top.sentence]
+    if top.not_detected:
+        parts += ["", "**Not detectable**", "", *[f"- {s}" for s in top.not_detected]]
+    for title, text in (("Best point", top.best), ("Against the baselines", top.against),
+                        ("Next study", top.next_step)):  # fmt: skip
+        if text:
+            parts += ["", f"**{title}.** {text[:1].upper()}{text[1:]}"]
+    body = "\n".join(parts)
+    note = f"{body}\n\n---\n\n{design}"
     if len(note) > MAX_TAG:
         cut = "\n\n… (more in `report/report.html`)\n\n---\n\n"
-        note = top.markdown()[: MAX_TAG - len(cut) - len(design)] + cut + design
+        note = body[: MAX_TAG - len(cut) - len(design)] + cut + design
     return note
 
 

@@ -1,6 +1,6 @@
-"""The browser tests' module-scoped fixtures: one smoke study, one ``mlflow server`` on its
-record, one headless Chromium. A test module loads them with
-``pytest_plugins = ["browser_fixtures"]``; the helpers they use are in browserkit.
+"""The browser tests' session-scoped fixtures: one smoke study, one ``mlflow server`` on its
+record, one headless Chromium, shared by every browser test of the run. A test module loads
+them with ``pytest_plugins = ["browser_fixtures"]``; the helpers they use are in browserkit.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from browserkit import (
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def smoke_study(tmp_path_factory) -> Iterator[SmokeStudy]:
-    """``study run --smoke`` through the real CLI in an empty folder, once per test module: its
+    """``study run --smoke`` through the real CLI in an empty folder, once per test run: its
     own short RAY_TMPDIR, every process that refers to it killed by PID at the end."""
     from conftest import kill_processes_mentioning
     from mlflow.tracking import MlflowClient
@@ -61,10 +61,10 @@ def smoke_study(tmp_path_factory) -> Iterator[SmokeStudy]:
     )  # fmt: skip
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def mlflow_server(smoke_study: SmokeStudy) -> Iterator[str]:
     """``mlflow server`` on the smoke study's record and artifact folder; its URL. Stopped (it
-    and its children, by PID) at the end of the module."""
+    and its children, by PID) at the end of the run."""
     server, url = start_mlflow_server(
         smoke_study.uri, cwd=smoke_study.folder, artifacts_destination=smoke_study.artifacts,
         log=smoke_study.folder / "mlflow-server.log",
@@ -75,9 +75,9 @@ def mlflow_server(smoke_study: SmokeStudy) -> Iterator[str]:
         stop_mlflow_server(server)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[object]:
-    """One headless Chromium for the module; fails (not skips) where it is not installed."""
+    """One headless Chromium for the run; fails (not skips) where it is not installed."""
     require_chromium()
     driver = headless_chromium()
     try:
@@ -86,7 +86,7 @@ def browser() -> Iterator[object]:
         quit_chromium(driver)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ui(browser, mlflow_server: str, smoke_study: SmokeStudy) -> UI:
     """The browser (asked for first, so a missing Chromium fails before the study runs), the
     server and the study."""

@@ -29,6 +29,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SETUP = "scripts/setup_browser.sh"
 WIDTH, HEIGHT = 1400, 1000
+REVIEW_WIDTHS = (1280, 1400)  # a laptop's window and a desktop's, MLflow's Assistant open
 
 
 # -- a real mlflow server --
@@ -281,6 +282,40 @@ def sideways_overflow(driver) -> tuple[int, int, int, list]:
     paragraphs ...) reach past the window, the six that reach farthest: [right edge, tag.class,
     text]). What is inside a scrolling box does not count; text overflowing its own box does."""
     return tuple(driver.execute_script(OVERFLOW_JS))
+
+
+HEADER_CELLS_JS = """
+const grid = document.querySelector('.ag-root-wrapper');
+if (!grid) return null;
+const box = grid.getBoundingClientRect();
+const cells = {};
+for (const h of grid.querySelectorAll('.ag-header-cell[col-id]')) {
+  const r = h.getBoundingClientRect();
+  if (r.width > 0) cells[h.getAttribute('col-id')] = [r.left, r.right, r.top];
+}
+return {grid: [box.left, Math.min(box.right, window.innerWidth)], cells: cells,
+        scroll: (document.querySelector('.ag-center-cols-viewport') || {}).scrollLeft || 0};
+"""
+
+
+def header_cells(driver) -> dict | None:
+    """The runs table's header cells drawn now: ``{"grid": [left, right], "cells": {col-id:
+    [left, right, top]}, "scroll": the table's sideways scroll}`` in window pixels (the grid's
+    right edge no farther than the window's); None before the table is drawn."""
+    return driver.execute_script(HEADER_CELLS_JS)
+
+
+def columns_in_first_screen(driver, columns: list[str]) -> tuple[list[str], dict | None]:
+    """Which of ``columns`` (ag-grid col-ids such as params.`temperature`) are not wholly
+    inside the runs table's visible width, with the table unscrolled; and the geometry read."""
+    cells = header_cells(driver)
+    if cells is None:
+        return list(columns), None
+    left, right = cells["grid"]
+    shown = cells["cells"]
+    outside = [c for c in columns if c not in shown or shown[c][0] < left - 1
+               or shown[c][1] > right + 1]  # fmt: skip
+    return outside, cells
 
 
 def console_errors(driver) -> list[dict]:

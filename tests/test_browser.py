@@ -1,7 +1,7 @@
 """A real Chromium on a finished smoke study: the MLflow UI (a real ``mlflow server`` on the
 study's SQLite record) and the study's report.html.
 
-One smoke study, one server and one browser for the whole module (browser_fixtures). Every
+One smoke study, one server and one browser for the whole test run (browser_fixtures). Every
 test saves a screenshot under tests/output/browser/ (or $BROWSER_SCREENSHOTS). Chromium and its
 driver come from ``scripts/setup_browser.sh``; without them these tests fail, they never skip.
 Deselect them with ``-m "not browser"``.
@@ -16,17 +16,21 @@ from pathlib import PurePosixPath
 import mlflow
 import pytest
 from browserkit import (
+    REVIEW_WIDTHS,
     UI,
+    columns_in_first_screen,
     console_errors,
     open_page,
     page_text,
+    screenshot,
     screenshot_after,
-    scroll_to_text,
     sideways_overflow,
     text_shown,
     wait_until,
 )
 from mlflow.tracking import MlflowClient
+
+from study.record import KEY_METRICS, POINTS_VIEW, TRIALS_VIEW, view_link
 
 pytest_plugins = ["browser_fixtures"]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -146,23 +150,195 @@ def test_expanding_the_parent_shows_every_child_by_name(ui: UI):
         )
 
 
-def test_parent_run_page_shows_the_findings(ui: UI):
-    """The parent's description leads with the report's headline: the study in one sentence,
-    then its findings (``analysis.headline``)."""
+def study_columns(study) -> tuple[list[str], str]:
+    """The smoke study's factors and target, as its parent run's params record them."""
+    params = study.parent.data.params
+    return params["factors"].split(", "), params["target_metric"]
+
+
+def view_fragment(study, view: str, charts: bool = False) -> str:
+    return view_link(study.experiment_id, view, charts=charts).removeprefix("#/")
+
+
+@pytest.mark.parametrize("width", REVIEW_WIDTHS)
+@pytest.mark.parametrize("view", [TRIALS_VIEW, POINTS_VIEW])
+def test_saved_views_show_the_factors_target_and_probes_in_the_first_screen(
+    ui: UI, view: str, width: int
+):
+    """With MLflow's sidebar and its Assistant panel open (a fresh browser's default), the
+    saved views' factor, target and key-probe columns lie wholly inside the runs table's
+    visible width, unscrolled: no sideways scroll to reach them."""
+    study, driver = ui.study, ui.driver
+    factors, target = study_columns(study)
+    wanted = [*(f"params.`{f}`" for f in factors),
+              *(f"metrics.`{m}`" for m in dict.fromkeys([target, *KEY_METRICS]))]  # fmt: skip
+    found: dict = {}
+
+    def all_inside(d) -> bool:
+        outside, cells = columns_in_first_screen(d, wanted)
+        found.update(outside=outside, cells=cells)
+        return not outside
+
+    with screenshot_after(driver, f"view-{view}-{width}px"):
+        ui.open(view_fragment(study, view), width=width)
+        with suppress(AssertionError):  # compared below, saying where each column is
+            wait_until(driver, all_inside, f"the columns {wanted} in the first screen")
+        assert not found.get("outside"), (
+            f"saved view {view} at {width} px: {found.get('outside')} are not wholly inside "
+            f"the table's visible width; the table and its header cells (left, right, top): "
+            f"{found.get('cells')}"
+        )
+
+
+def chart_plots(driver) -> list[dict]:
+    """Every chart drawn now: its axis titles, whether it is a scatter, a line or a
+    parallel-coordinates chart (MLflow draws the chart view's with its own parcoords, outside
+    plotly: then its card's text, which names its axes), and its top edge in the window."""
+    return driver.execute_script(
+        "return [...document.querySelectorAll('.js-plotly-plot')].map(p => ({"
+        "  x: [...p.querySelectorAll('.g-xtitle text')].map(t => t.textContent),"
+        "  y: [...p.querySelectorAll('.g-ytitle text')].map(t => t.textContent),"
+        "  parallel: !!p.querySelector('.parcoords'),"
+        "  scatter: !!p.querySelector('.scatterlayer .trace .points path'),"
+        "  line: !!p.querySelector('.scatterlayer .trace .lines path'),"
+        "  top: p.getBoundingClientRect().top})).concat("
+        "  [...document.querySelectorAll('.parcoords')].filter(e => !e.closest('.js-plotly-plot'))"
+        "  .map(e => ({x: [], y: [], parallel: true, scatter: false, line: false,"
+        "    top: e.getBoundingClientRect().top, text: (e.closest("
+        "      \"[data-testid='experiment-view-compare-runs-card']\") || e).innerText})));"
+    )  # fmt: skip
+
+
+def scroll_charts_to(driver, title: str) -> bool:
+    """Scroll the chart view to the section whose title starts with ``title``."""
+    return driver.execute_script(
+        "for (const e of document.querySelectorAll('*')) {"
+        "  if (e.children.length === 0 && (e.textContent || '').startsWith(arguments[0])) {"
+        "    e.scrollIntoView({block: 'start'}); return true; } }"
+        "return false;",
+        title,
+    )
+
+
+@pytest.mark.parametrize("width", REVIEW_WIDTHS)
+def test_chart_view_opens_on_the_target_against_each_factor_and_draws_curves_by_examples(
+    ui: UI, width: int
+):
+    """The saved view's chart view: first the target against each factor (a scatter each, the
+    factor on x, the target on y) and a parallel-coordinates chart, in the first screen; then
+    the key curves, each against train/examples_seen."""
+    study, driver = ui.study, ui.driver
+    factors, target = study_columns(study)
+    plots: list[dict] = []
+
+    def first_section(d) -> bool:
+        plots[:] = chart_plots(d)
+        scatters = [p for p in plots if p["scatter"] and p["x"] and p["x"][0] in factors]
+        return len(scatters) >= len(factors) and any(p["parallel"] for p in plots)
+
+    ui.open(view_fragment(study, TRIALS_VIEW, charts=True), width=width)
+    with suppress(AssertionError):
+        wait_until(driver, first_section, "the scatters and the parallel-coordinates chart")
+    screenshot(driver, f"charts-{width}px")
+    height = driver.execute_script("return window.innerHeight")
+    scatters = {p["x"][0]: p for p in plots if p["scatter"] and p["x"]}
+    problems = [f"no scatter of {target} against {f}" for f in factors
+                if f not in scatters or scatters[f]["y"][:1] != [target]]  # fmt: skip
+    problems += [f"the scatter of {f} starts below the first screen ({scatters[f]['top']:.0f} "
+                 f"px of {height})" for f in factors if f in scatters
+                 and scatters[f]["top"] > height]  # fmt: skip
+    parallel = [p for p in plots if p["parallel"]]
+    if not parallel:
+        problems.append("no parallel-coordinates chart")
+    elif parallel[0]["top"] > height:
+        problems.append("the parallel-coordinates chart starts below the first screen")
+    elif not all(f in parallel[0].get("text", "") for f in factors):
+        problems.append(f"the parallel-coordinates chart's axes are not the factors {factors}")
+    assert not problems, f"chart view at {width} px: {'; '.join(problems)}; charts: {plots}"
+    with screenshot_after(driver, f"charts-curves-{width}px"):
+        assert scroll_charts_to(driver, "curves against examples seen"), "no curves section"
+        curves: list[dict] = []
+
+        def three_curves(d) -> bool:
+            curves[:] = [p for p in chart_plots(d) if p["line"] or "train/" in "".join(p["x"])]
+            return len(curves) >= 3
+
+        with suppress(AssertionError):
+            wait_until(driver, three_curves, "the target's and the key probes' curves")
+        titles = [p["x"][:1] for p in curves]
+        assert len(curves) >= 3 and all(t == ["train/examples_seen"] for t in titles[:3]), (
+            f"the curves' x axes at {width} px are titled {titles}, not train/examples_seen"
+        )
+
+
+@pytest.mark.parametrize("width", REVIEW_WIDTHS)
+def test_compare_page_shows_a_parallel_coordinates_plot_and_the_factors(ui: UI, width: int):
+    """MLflow's Compare page (runs selected, then Compare) picks its parallel-coordinates axes
+    itself (the first three differing params by name, the first metric), which no tag or view
+    configures: the study's own parallel-coordinates chart is in the chart view (the test
+    above). Here: the page opens on such a plot, and its run table holds the factors."""
+    study, driver = ui.study, ui.driver
+    factors, _ = study_columns(study)
+    ids = json.dumps([r.info.run_id for r in study.children])
+    with screenshot_after(driver, f"compare-{width}px"):
+        ui.open(f"compare-runs?runs={ids}&experiments={json.dumps([study.experiment_id])}",
+                width=width)  # fmt: skip
+        wait_until(driver, lambda d: d.find_elements("css selector", ".parcoords"),
+                   "the Compare page's parallel-coordinates plot")  # fmt: skip
+        shown = shows_soon(driver, ["Parallel Coordinates Plot", *factors])
+        assert shown, f"the Compare page at {width} px does not name the factors {factors}"
+
+
+LEAD_JS = """
+const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+let node = null;
+while (walker.nextNode()) if (walker.currentNode.textContent.startsWith('Findings.')) {
+  node = walker.currentNode; break; }
+if (!node) return null;
+let box = node.parentElement;
+while (box && getComputedStyle(box).maxHeight === 'none') box = box.parentElement;
+node.parentElement.scrollIntoView({block: 'center'});
+const lead = node.parentElement.closest('p') || node.parentElement;
+const range = document.createRange();
+range.selectNodeContents(lead);
+const lines = [...range.getClientRects()].map(r => [r.top, r.bottom]);
+const b = box ? box.getBoundingClientRect() : null;
+return {box: b && [b.top, b.bottom], maxHeight: box && getComputedStyle(box).maxHeight,
+        lines: lines, text: lead.innerText.slice(0, 200), window: window.innerHeight};
+"""
+
+
+@pytest.mark.parametrize("width", REVIEW_WIDTHS)
+def test_parent_run_page_shows_the_findings_without_expanding(ui: UI, width: int):
+    """The parent's description opens with its findings (``study.reporting.findings_lead``):
+    MLflow shows a description's first 100 px, the lower 60 % fading under "Show more", so
+    the findings' first line must lie in the clear top of that box."""
     study, driver = ui.study, ui.driver
     parent = study.parent
     note = parent.data.tags.get("mlflow.note.content", "")
     summary = json.loads((study.report.parent / "report.json").read_text())["headline"]
-    assert note.startswith(summary["sentence"] + "\n\n**Findings**"), note[:300]
-    first_finding = (summary["found"] or summary["not_detected"])[0]
-    with screenshot_after(driver, "parent-run"):
-        ui.open(f"experiments/{study.experiment_id}/runs/{parent.info.run_id}")
+    assert note.startswith("**Findings.** "), note[:300]
+    first = (([summary["on_target"]] if summary["on_target"] else []) + summary["found"]
+             or ["No effect was detected."])[0]  # fmt: skip
+    geometry: dict = {}
+    with screenshot_after(driver, f"parent-run-{width}px"):
+        ui.open(f"experiments/{study.experiment_id}/runs/{parent.info.run_id}", width=width)
         run_page_loaded(ui, parent.info.run_id)
-        shown = shows_soon(driver, [summary["sentence"], "Findings", first_finding])
-        scroll_to_text(driver, summary["sentence"])
-        assert shown, (
-            f"the parent's run page does not show its findings: {summary['sentence']!r}, "
-            f"{first_finding!r}"
+
+        def lead_drawn(d) -> bool:
+            geometry.clear()
+            geometry.update(d.execute_script(LEAD_JS) or {})
+            return bool(geometry.get("lines"))
+
+        with suppress(AssertionError):
+            wait_until(driver, lead_drawn, "the parent's description, findings first")
+        assert geometry.get("text", "").startswith("Findings. " + first[:40]), geometry
+        top, bottom = geometry["box"] or (0, geometry["window"])
+        clear = top + 0.4 * (bottom - top) + 2  # above the fade
+        first_line = geometry["lines"][0]
+        assert top - 1 <= first_line[0] and first_line[1] <= clear, (
+            f"at {width} px the findings' first line {first_line} is not in the clear top of "
+            f"the description box {geometry['box']} (max-height {geometry['maxHeight']})"
         )
 
 
@@ -190,6 +366,40 @@ def test_child_run_page_shows_its_dataset_and_source(ui: UI):
             problems.append(f"its source {source!r} (shown as {source_shown!r}) is in the "
                             "record but not on the page")  # fmt: skip
         assert not problems, f"child run {child.info.run_name!r}: " + "; ".join(problems)
+
+
+PANEL_JS = """
+// the viewer shows the file from a blob: URL, so the panel is the page's largest image
+const img = [...document.querySelectorAll('img')].filter(i => i.complete && i.naturalWidth > 200)
+  .sort((a, b) => b.naturalWidth * b.naturalHeight - a.naturalWidth * a.naturalHeight)[0];
+if (!img) return null;
+const c = document.createElement('canvas');
+c.width = img.naturalWidth; c.height = img.naturalHeight;
+const g = c.getContext('2d');
+g.drawImage(img, 0, 0);
+const head = g.getImageData(0, 0, c.width, 14).data;  // the strip of column labels
+let dark = 0;
+for (let k = 0; k < head.length; k += 4) if (head[k] < 100 && head[k + 1] < 100) dark++;
+return {width: img.naturalWidth, height: img.naturalHeight, dark: dark};
+"""
+
+
+def test_child_source_return_panel_labels_its_columns(ui: UI):
+    """A child's ``evidence/source_return.png`` in MLflow's artifact viewer: its top strip holds
+    the column labels (anchor, positive, negative 1 …) in dark text."""
+    study, driver = ui.study, ui.driver
+    child = study.children[0]
+    found: dict = {}
+    with screenshot_after(driver, "child-source-return"):
+        ui.open(f"experiments/{study.experiment_id}/runs/{child.info.run_id}/artifacts/"
+                "evidence/source_return.png")  # fmt: skip
+
+        def drawn(d) -> bool:
+            found.update(d.execute_script(PANEL_JS) or {})
+            return bool(found)
+
+        wait_until(driver, drawn, "evidence/source_return.png in the artifact viewer")
+        assert found["dark"] > 50, f"the panel's top strip holds no label text: {found}"
 
 
 def test_parent_report_artifact_opens_in_the_ui(ui: UI):

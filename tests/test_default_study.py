@@ -18,6 +18,7 @@ import pytest
 from conftest import kill_processes_mentioning
 from mlflow.tracking import MlflowClient
 from nbclient import NotebookClient
+from reportkit import navigation_problems
 from studykit import child_runs, parent_runs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +66,7 @@ def test_status_and_export(default_study, tmp_path):
                           capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 0 and pq.read_table(out).num_rows == 8
     status = subprocess.run([STUDY, "status", NAME], cwd=folder, capture_output=True, text=True)
-    assert "8 trials {'FINISHED': 8}" in status.stdout
+    assert "8 trials: 8 finished" in status.stdout and "{" not in status.stdout
     from analysis import load_study, read_results
 
     from_mlflow, from_file = load_study(NAME, uri(folder)), read_results(out)
@@ -82,6 +83,8 @@ def test_study_run_wrote_the_report_and_attached_it(default_study):
     assert "report: " in stdout and (report / "report.html").is_file()
     html = (report / "report.html").read_text()
     assert "data:image/png;base64," in html and "Release gate" in html
+    stems = {p.stem for p in (report / "figures").glob("*.png")}
+    assert navigation_problems(report / "report.html", stems) == []  # and under 1 MB
     for name in ("plane_z", "plane_h", "trajectories_z", "main_effects", "interactions"):
         assert (report / "figures" / f"{name}.png").stat().st_size > 0
         assert (report / "figures" / f"{name}.svg").stat().st_size > 0
@@ -112,7 +115,7 @@ def test_study_run_ends_with_the_findings_then_the_paths_and_the_parent_leads_wi
     assert [p.split(":")[0] for p in paths[:3]] == ["report", "results", "MLflow UI"]
     assert len(paths) == 4 and "workflowType=machine_learning" in paths[3]
     note = parent_runs(uri(folder), NAME)[0].data.tags["mlflow.note.content"]
-    assert note.startswith(lines[0] + "\n\n**Findings**\n")
+    assert note.startswith("**Findings.** ") and f"\n\n{lines[0]}\n" in note
     assert (
         "\n---\n\n**Design.** full factorial design over temperature, batch_size: 8 trials" in note
     )
@@ -162,7 +165,7 @@ def test_notebook_executes_on_the_default_study(default_study, monkeypatch):
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) >= 4
     text = "".join(o.get("text", "") for o in outputs)
-    assert "default-digits 8 trials" in text
+    assert f"Read study {NAME} from {uri(folder)}\n8 trials" in text
 
 
 @pytest.mark.slow

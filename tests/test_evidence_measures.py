@@ -240,7 +240,7 @@ def panel_size(tile: int, rows: int = 8, columns: int = 5) -> tuple[int, int]:
     return rows * (side + 2) + 2, columns * (side + 2) + 2
 
 
-def test_source_panel_holds_8_rows_of_5_framed_images():
+def test_source_panel_holds_8_rows_of_5_framed_images_under_column_labels():
     g = torch.Generator().manual_seed(15)
     v1, v2 = torch.randn(40, 1, 8, 8, generator=g), torch.randn(40, 1, 8, 8, generator=g)
     labels = torch.arange(40) % 10
@@ -248,11 +248,17 @@ def test_source_panel_holds_8_rows_of_5_framed_images():
     assert 0 < sum(r["false_negative"] for r in table) < 24  # both frames appear
     png = source_panel(v1, v2, table, (0.3,), (0.4,))
     image = np.array(Image.open(io.BytesIO(png)))
-    assert image.shape == (*panel_size(32), 3)  # 8-px views scaled by 4
+    grid_h, grid_w = panel_size(48)  # 8-px views scaled by 6
+    # the tiles under a strip of column labels and above a legend (black text on white)
+    grey = (image[:, 2] == [191, 191, 191]).all(axis=1)
+    head = int(grey.argmax()) - 2  # the first tile's frame, 2 px below the grid's top
+    assert image.shape[1] == grid_w and head > 0 and image.shape[0] > head + grid_h
+    for text in (image[:head], image[head + grid_h :]):
+        assert (text < 100).all(axis=2).any(), "no text in the labels or the legend"
     red = np.array([255, 0, 0])
     for k, row in enumerate(table):
         anchor_pos, column = k // 4, k % 4 + 1
-        top, left = 2 + anchor_pos * 38, 2 + column * 38  # the tile's frame corner
+        top, left = head + 2 + anchor_pos * 54, 2 + column * 54  # the tile's frame corner
         assert (image[top, left] == red).all() == row["false_negative"]
     assert tile_grid(torch.zeros(7, 3, 4, 4), 5).shape == (3, 2 * 6 + 2, 5 * 6 + 2)
 
@@ -325,7 +331,8 @@ def test_the_final_evaluation_alone_carries_the_evidence():
     assert len(evidence["shift"]) == 5 * 5 * 2 * 2
     assert len(evidence["source_return"]) == 8 * 4
     png = Image.open(io.BytesIO(__import__("base64").b64decode(evidence["source_return_png"])))
-    assert png.size[::-1] == panel_size(32)
+    height, width = panel_size(48)  # the tiles, under their column labels, above a legend
+    assert png.size[0] == width and png.size[1] > height
     worst = min(r["knn_top1"] for r in evidence["per_class"] if r["space"] == "h")
     assert result["probe/knn_top1_h_worst_class"] == pytest.approx(worst)
     assert result["probe/knn_top1_h_class_gap"] == pytest.approx(result["probe/knn_top1_h"] - worst)

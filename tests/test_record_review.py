@@ -81,7 +81,7 @@ def test_runs_table_views_select_the_factors_and_key_metrics_sorted_by_the_targe
     assert isinstance(trials["createdAt"], int) and isinstance(trials["state"], str)
     state = json.loads(trials["state"])
     assert state["selectedColumns"] == [
-        "attributes.`Dataset`", "params.`temperature`", f"metrics.`{TARGET}`",
+        "params.`temperature`", f"metrics.`{TARGET}`",
         "metrics.`z/align`", "metrics.`z/uniform`", "tags.`study.point_id`",
     ]  # fmt: skip
     assert state["orderByKey"] == f"metrics.`{TARGET}`" and state["orderByAsc"] is False

@@ -1,5 +1,6 @@
-"""A trial's evidence, measured once at its final evaluation (seed 003: release gate §AA,
-evidence card §BG): conditional geometry, subgroup probes, shift tests and source return.
+"""A trial's evidence, measured once at its final evaluation (for the release gate and the
+evidence card of ``docs/analysis.md``): conditional geometry, subgroup probes, shift tests and
+source return.
 
 Everything here reads the held-out features the final evaluation already has (two fixed
 augmented views and the un-augmented rows, see ``trainables.train.heldout_features``), the
@@ -58,7 +59,8 @@ SHIFT_MIN_ROWS = 64
 SHIFT_MAX_ROWS = 2000
 RETURN_ANCHORS = 8  # source-return anchors
 RETURN_NEGATIVES = 3  # hardest negatives shown per anchor
-PANEL_MIN_SIDE = 32  # panel tiles are scaled up (nearest) to at least this many pixels
+PANEL_MIN_SIDE = 48  # panel tiles are scaled up (nearest) to at least this many pixels
+PANEL_TEXT = (11, 7)  # the panel's labels: font size in px, and the smallest it shrinks to
 FALSE_NEGATIVE_FRAME = (1.0, 0.0, 0.0)  # red
 PLAIN_FRAME = (0.75, 0.75, 0.75)  # light grey
 
@@ -323,17 +325,77 @@ def tile_grid(tiles: Tensor, columns: int, gap: int = 2) -> Tensor:
     return grid
 
 
-def encode_png(image: Tensor) -> bytes:
-    """(3, H, W) float in [0, 1] -> PNG bytes (8-bit RGB), through PIL (torchvision's own
-    dependency, far lighter to import than ``torchvision.io``)."""
-    import io
-
+def _pil_image(image: Tensor):
+    """(3, H, W) float in [0, 1] -> an 8-bit RGB PIL image (PIL: torchvision's own dependency,
+    far lighter to import than ``torchvision.io``)."""
     from PIL import Image
 
     pixels = (image.clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).contiguous()
+    return Image.fromarray(pixels.numpy())
+
+
+def _font(size: int):
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size)  # FreeType's scalable default font
+    except (TypeError, ValueError, OSError, ImportError):
+        return ImageFont.load_default()  # Pillow without FreeType: its one bitmap font
+
+
+def _fitting_font(texts: list[str], width: int):
+    """The largest default font, from :data:`PANEL_TEXT`'s size down to its smallest, in which
+    every one of ``texts`` fits ``width`` px."""
+    size, smallest = PANEL_TEXT
+    font = _font(size)
+    while size > smallest and max(font.getlength(t) for t in texts) > width:
+        size -= 1
+        font = _font(size)
+    return font
+
+
+def label_columns(image: Tensor, labels: list[str], legend: str, gap: int = 2) -> bytes:
+    """A tile grid (:func:`tile_grid`, one column per label) as PNG bytes, with each column's
+    label centred above it and ``legend`` (wrapped to the grid's width) below, in black on
+    white."""
+    import io
+    import textwrap
+
+    from PIL import Image, ImageDraw
+
+    grid = _pil_image(image)
+    column = (grid.width - gap) // len(labels)
+    font = _fitting_font(labels, column - gap)
+    words = legend.split()
+    lines = [legend]
+    for width in range(len(legend), 8, -4):  # the longest lines that fit the grid's width
+        lines = textwrap.wrap(legend, width)
+        if max(font.getlength(line) for line in lines) <= grid.width - 2 * gap:
+            break
+    line_h = font.getbbox("Ag")[3] + 3
+    head, foot = line_h + gap, len(lines) * line_h + gap if words else 0
+    panel = Image.new("RGB", (grid.width, head + grid.height + foot), "white")
+    panel.paste(grid, (0, head))
+    draw = ImageDraw.Draw(panel)
+    for k, label in enumerate(labels):
+        left = gap + k * column + (column - gap - font.getlength(label)) / 2
+        draw.text((left, gap), label, fill="black", font=font)
+    for k, line in enumerate(lines if words else []):
+        draw.text((gap, head + grid.height + k * line_h), line, fill="black", font=font)
     buffer = io.BytesIO()
-    Image.fromarray(pixels.numpy()).save(buffer, format="PNG")
+    panel.save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+def panel_labels(negatives: int = RETURN_NEGATIVES) -> list[str]:
+    """The source-return panel's column labels, left to right."""
+    return ["anchor", "positive", *(f"negative {k}" for k in range(1, negatives + 1))]
+
+
+PANEL_LEGEND = (
+    "Each row: an anchor's first view, its second view, then the candidates most similar to "
+    "it in z. Red frame: same class as the anchor (a false negative)."
+)
 
 
 def source_panel(
@@ -346,7 +408,8 @@ def source_panel(
 ) -> bytes:
     """The source-return table as a PNG: one row per anchor (anchor view, positive view, the
     hardest negatives' views), each tile framed 2 px, red for a false negative, grey otherwise;
-    tiles scaled up (nearest) to at least :data:`PANEL_MIN_SIDE` px, 2 px white between tiles.
+    tiles scaled up (nearest) to at least :data:`PANEL_MIN_SIDE` px, 2 px white between tiles;
+    the columns labelled above (:func:`panel_labels`) and :data:`PANEL_LEGEND` below.
 
     Args:
         v1, v2: (N, C, H, W) the two normalised held-out views; mean, std: C values each.
@@ -363,7 +426,8 @@ def source_panel(
             frame = FALSE_NEGATIVE_FRAME if r["false_negative"] else PLAIN_FRAME
             tiles.append(_tile(views[r["view"] - 1][r["index"]], m, s, scale, frame))
         tiles += [torch.ones_like(tiles[-1])] * (1 + negatives - len(rows))
-    return encode_png(tile_grid(torch.stack(tiles), 2 + negatives))
+    grid = tile_grid(torch.stack(tiles), 2 + negatives)
+    return label_columns(grid, panel_labels(negatives), PANEL_LEGEND)
 
 
 # ---------------------------------------------------------------------------------------------
