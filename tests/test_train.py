@@ -1,4 +1,4 @@
-"""One trial end to end: seed 002 reproduction, resume, compute matching, statuses, the CLI."""
+"""One trial end to end: the toy reproduction, resume, compute matching, statuses, the CLI."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Baselines: what the probes score without contrastive training, measured as a trial is.
 
-A probe accuracy means little alone. SimCLR (Chen et al., 2020, Table 8 and §B.7) and the papers
+A probe accuracy means little alone. SimCLR (Chen et al., 2020, Table 8 and App. B.7) and the papers
 after it print, beside every self-supervised number, a randomly initialised encoder of the same
 architecture and a supervised one; for small images the raw pixels are the first reference of
 all. Three kinds, each scored by the trial's own evaluation (:func:`trainables.train.evaluate`:

@@ -286,7 +286,7 @@ def _digits(config: TrialConfig) -> DataBundle:
 
 
 def toy_samples(config: TrialConfig, n: int, stream: str) -> tuple[Tensor, Tensor, Tensor]:
-    """Seed 002's generator: latent classes in ``toy_dim`` with within-class spread.
+    """The toy generator: latent classes in ``toy_dim`` with within-class spread.
 
     Returns (x (n, D), labels (n,), groups (n,)). Class centres are standard normal and depend
     on ``data_seed`` only; each sample adds its own offset of std ``toy_spread``. With

@@ -2,7 +2,7 @@
 
 ``h`` is the encoder output (what users transfer), ``z`` the projection-head output (what the loss
 shapes). Alignment and uniformity use a fixed protocol (α = 2, t = 2) whatever the training t, so
-values are comparable across trials. Metric names follow ``shared/design.md``.
+values are comparable across trials. Metric names are listed in ``docs/metrics.md``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def hardest_negative_share(cos: Tensor, negative: Tensor, temperature: float) ->
     """Share of each anchor's negative softmax mass held by its hardest negative.
 
     The gradient of InfoNCE on negative j's similarity is proportional to its softmax weight, so
-    this is the share of the anchor's repulsion that lands on that one negative (seed 000: 64% at
+    this is the share of the anchor's repulsion that lands on that one negative (for example 64% at
     τ = 0.5, 99.9% at τ = 0.07 for negatives at 0.7, 0.2, -0.1).
 
     Args:
@@ -212,7 +212,7 @@ def worst_and_spread(values: list[float], worst: str = "max") -> tuple[float, fl
 def class_geometry_metrics(
     h1: Tensor, h2: Tensor, z1: Tensor, z2: Tensor, labels: Tensor
 ) -> tuple[dict[str, float], dict[str, list[tuple[int, int, float, float]]]]:
-    """Conditional alignment and uniformity in both spaces (release gate §AA.8).
+    """Conditional alignment and uniformity in both spaces (release gate item 8, docs/analysis.md).
 
     Args:
         h1, h2: (B, Dh), z1, z2: (B, Dz) features of the two held-out views; labels: (B,).
@@ -249,7 +249,7 @@ def pair_diagnostics(
     groups: Tensor | None = None,
     group_policy: str = "negative",
 ) -> dict[str, float]:
-    """Every held-out diagnostic of design.md from two views of B held-out sources.
+    """Every held-out diagnostic (docs/metrics.md) from two views of B held-out sources.
 
     Args:
         h1, h2: (B, Dh) encoder outputs of the two views.

@@ -1,7 +1,7 @@
 """Shift tests: a fixed set of corruption families at severities 1..5 (0 is the identity).
 
 A trial's probes, fit on clean probe-train features, label corrupted held-out rows; how far
-their top-1 falls says which shifts the representation withstands (evidence card §BG "shift
+their top-1 falls says which shifts the representation withstands (the evidence card's "shift
 tests"). Corruptions act on rows as stored (images (N, C, H, W) uint8 in 0..255 or float in
 [0, 1], vectors (N, D)) and return the same dtype and range, so the trial's own ``prepare`` and
 ``normalise`` follow unchanged.

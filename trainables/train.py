@@ -2,7 +2,8 @@
 
 The loop takes exactly ``config.steps`` full batches (``budget_examples`` examples; no partial
 batch), evaluates on held-out data after the steps in ``config.eval_steps`` (and before the first
-step when ``eval_at_start``), and reports every metric of design.md with step = examples seen.
+step when ``eval_at_start``), and reports every metric of ``docs/metrics.md`` with step =
+examples seen.
 A checkpoint goes with every evaluation after the start. A non-finite loss ends the trial with
 status ``diverged`` at the step where it first appeared; a collapsing projection (mean
 per-dimension std of normalised z below ``collapse_std`` and not rising between evaluations)
