@@ -248,7 +248,10 @@ def test_a_driver_that_fails_leaves_nothing_running_and_says_what_to_run(workdir
     assert "none is left RUNNING" in message
     status = message.split("See its trials: ", 1)[1].splitlines()[0]
     shown = paste(status, workdir)
-    assert shown.returncode == 0 and "FAILED" in shown.stdout
+    assert shown.returncode == 0 and "4 trials: 4 failed" in shown.stdout
+    assert [line.split()[1] for line in shown.stdout.splitlines() if line.startswith("p0")] == [
+        "failed"
+    ] * 4
 
 
 def test_study_status_export_and_report_refuse_a_deleted_study(workdir):
