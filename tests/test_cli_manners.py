@@ -135,7 +135,7 @@ def test_progress_best_counts_trials_finished_before_a_resume():
 
 
 def test_an_augmented_block_has_a_parent_run_name_of_its_own():
-    from search_spaces.augment import augment_spec, parent_run_name
+    from search_spaces.sequential import augment_spec, parent_run_name
 
     old = parse_spec(_toy())
     new, _ = augment_spec(old)
@@ -177,7 +177,7 @@ resources: {cpu: 1, gpu: 0}
 
 
 def test_augmented_study_file_keeps_the_users_comments_and_style(tmp_path):
-    from search_spaces.augment import augment_spec, augmented_yaml
+    from search_spaces.sequential import augment_spec, augmented_yaml
     from trainables.text import load_yaml
 
     path = tmp_path / "toy.yaml"
@@ -199,7 +199,7 @@ def test_augmented_study_file_keeps_the_users_comments_and_style(tmp_path):
 
 
 def test_without_the_users_file_the_canonical_file_has_no_null_keys(tmp_path):
-    from search_spaces.augment import augment_spec, augmented_yaml
+    from search_spaces.sequential import augment_spec, augmented_yaml
     from trainables.text import load_yaml
 
     new, design = augment_spec(parse_spec(_toy()))
@@ -263,7 +263,7 @@ def test_comments_between_blank_lines_stay_where_the_user_put_them(tmp_path):
     """ruamel.yaml keeps a comment by the key above it (pycontribs/ruyaml#115 is the same kind
     of loss): the comment on the section after ``design`` must stay after the design, not end
     up among its new keys; a comment on a value that changed goes with the old value."""
-    from search_spaces.augment import augment_spec, augmented_yaml
+    from search_spaces.sequential import augment_spec, augmented_yaml
     from trainables.text import load_yaml
 
     path = tmp_path / "toy.yaml"

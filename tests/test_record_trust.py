@@ -21,8 +21,9 @@ from analysis.load import load_study, read_results
 from analysis.record import TRIAL_CONFIG_TAG, results_table
 from search_spaces.designs import build_design
 from search_spaces.spec import StudyError, parse_spec
+from study.commands import shell_command, ui_command
 from study.export import export_parquet
-from study.record import StudyRecord, shell_command, ui_command
+from study.record import StudyRecord
 from study.runner import StudyFailedError, run_study
 from trainables.config import TrialConfig
 

@@ -17,12 +17,12 @@ import yaml
 from studykit import child_runs, parent_runs
 from typer.testing import CliRunner
 
-from search_spaces.augment import augment_spec
 from search_spaces.designs import build_design
+from search_spaces.sequential import augment_spec
 from search_spaces.spec import StudyError, load_spec, parse_spec
-from study.augment import augment_study
 from study.cli import app
 from study.runner import run_study
+from study.sequential import augment_study
 
 TOY = {
     "study": "toy-2x2",
@@ -85,7 +85,7 @@ def test_ccf_augmentation_keeps_the_factorial_and_adds_axial_and_centre_points(t
 
 
 def test_augmented_file_reads_back_as_the_same_spec(tmp_path):
-    from search_spaces.augment import augmented_yaml
+    from search_spaces.sequential import augmented_yaml
     from trainables.text import load_yaml
 
     old = load_spec(toy_file(tmp_path, trial=TOY["trial"] | {"budget_examples": 3840}))

@@ -12,16 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from search_spaces.augment import augment_spec, augmented_path, augmented_yaml
 from search_spaces.designs import FixedDesign, build_design
+from search_spaces.sequential import augment_spec, augmented_path, augmented_yaml
 from search_spaces.spec import StudyError, StudySpec, load_spec
+from study.commands import shell_command, tool
 from study.record import (
     StudyRecord,
     check_store,
     check_tracking_uri,
-    shell_command,
     store_exists,
-    tool,
 )
 
 
