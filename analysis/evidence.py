@@ -794,8 +794,8 @@ class FamilyShift:
     at the design point where it is largest (mean over the point's replicates).
 
     ``covered_by``: the augmentation components whose training covers the family
-    (``trainables.shift.COVERED_BY``; None for a family it does not name); ``covered``: whether
-    this augmentation has one (None when the family or the augmentation is unknown);
+    (``trainables.corruptions.COVERED_BY``; None for a family it does not name); ``covered``:
+    whether this augmentation has one (None when the family or the augmentation is unknown);
     ``measured`` of ``trials``: the finished trials with both a clean and a corrupted top-1."""
 
     augmentation: str
@@ -845,13 +845,13 @@ def _shift_columns(df: pd.DataFrame, probe: str) -> dict[str, tuple[str | None, 
 
 
 def _family_order() -> dict[str, int]:
-    from trainables.shift import COVERED_BY
+    from trainables.corruptions import COVERED_BY
 
     return {family: i for i, family in enumerate(COVERED_BY)}
 
 
 def _coverage(augmentation: str | None, family: str) -> tuple[tuple[str, ...] | None, bool | None]:
-    from trainables.shift import COVERED_BY, covered
+    from trainables.corruptions import COVERED_BY, covered
 
     if family not in COVERED_BY:
         return None, None
@@ -861,7 +861,7 @@ def _coverage(augmentation: str | None, family: str) -> tuple[tuple[str, ...] | 
 
 def shift_drops(df: pd.DataFrame, probe: str = DEFAULT_TARGET) -> tuple[FamilyShift, ...]:
     """Every (training augmentation, corruption family) of the finished trials, in that order
-    (families in ``trainables.shift.COVERED_BY`` order): see :class:`FamilyShift`. A family
+    (families in ``trainables.corruptions.COVERED_BY`` order): see :class:`FamilyShift`. A family
     counts for an augmentation's trials when some finished trial on the same dataset measured
     it. Empty when the frame has no shift column for ``probe`` or no ``probe`` itself."""
     columns = _shift_columns(df, probe)
@@ -918,7 +918,7 @@ def shift_drops(df: pd.DataFrame, probe: str = DEFAULT_TARGET) -> tuple[FamilySh
 
 def _covered_cell(row: FamilyShift) -> str:
     if row.covered_by is None:
-        return "unknown (family not in trainables.shift.COVERED_BY)"
+        return "unknown (family not in trainables.corruptions.COVERED_BY)"
     names = " or ".join(row.covered_by)
     by = f"covered by {names}" if names else "no augmentation covers it"
     if row.covered is None:
@@ -986,8 +986,8 @@ def shift_tests(df: pd.DataFrame, attrs: dict) -> str | Table:
         f"severities. A family holds up when its mean drop over severities is at most "
         f"{_fmt(HOLD_UP_DROP)} at every design point (mean over the point's replicates; the "
         "worst point is shown); it is covered when a component of the trials' training "
-        "augmentation trains for it (trainables.shift.COVERED_BY). Seen and unseen corruptions "
-        "are kept apart: only covered families that held up are claimed as "
+        "augmentation trains for it (trainables.corruptions.COVERED_BY). Seen and unseen "
+        "corruptions are kept apart: only covered families that held up are claimed as "
         f"learned invariances. {claims}"
         + (f" Mean over families and severities (shift/mean_*): {'; '.join(others)}." if others
            else "")

@@ -30,9 +30,9 @@ from pydoe import bbdesign, ff2n, fracfact, fracfact_by_res, fullfact, lhs
 
 from search_spaces.spec import Factor, StudyError, StudySpec, kind_words
 from trainables.config import TrialConfig
+from trainables.metrics import evaluation_metrics, final_metrics
 from trainables.names import did_you_mean, listing
 from trainables.text import base_type
-from trainables.train import evaluation_metrics, final_metrics
 
 # Short names for run names: ``τ=0.1 B=128 aug=crop seed=1``.
 ABBREVIATIONS = {

@@ -203,7 +203,7 @@ def test_every_baseline_name_is_one_mlflow_accepts():
     passes its own validation."""
     from mlflow.utils.validation import _validate_metric_name
 
-    from trainables.train import evaluation_metrics
+    from trainables.metrics import evaluation_metrics
 
     config = TrialConfig(**SMALL)
     names = [n for n in evaluation_metrics(config) if n.startswith(bl.PREFIXES)]

@@ -14,10 +14,10 @@ from PIL import Image
 from reference import align_loop, uniform_loop
 
 from trainables.config import TrialConfig
+from trainables.corruptions import corrupt
 from trainables.data import load_data, toy_samples
 from trainables.diagnostics import class_geometry_metrics, label_geometry
-from trainables.evidence import (
-    evidence_metrics,
+from trainables.measures import (
     label_top1,
     return_anchors,
     shift_index,
@@ -29,9 +29,9 @@ from trainables.evidence import (
     subgroup_metrics,
     tile_grid,
 )
+from trainables.metrics import evaluation_metrics, evidence_metrics, final_metrics
 from trainables.probes import fit_probes, knn_predict, linear_probe_fit, linear_probe_predict
-from trainables.shift import corrupt
-from trainables.train import LocalReporter, evaluation_metrics, final_metrics, run_trial
+from trainables.train import LocalReporter, run_trial
 
 
 def seeded(*shape: int, seed: int = 0) -> torch.Tensor:

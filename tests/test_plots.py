@@ -825,9 +825,9 @@ def test_every_figure_module_has_a_caption():
 
 def test_caption_vocabulary_covers_every_metric_and_numeric_setting():
     from trainables.config import TrialConfig
-    from trainables.shift import COVERED_BY
+    from trainables.corruptions import COVERED_BY
+    from trainables.metrics import final_metrics
     from trainables.text import base_type
-    from trainables.train import final_metrics
 
     assert set(final_metrics(TrialConfig())) <= set(KNOWN_METRICS)
     assert set(_SHIFT_FAMILIES) == set(COVERED_BY)

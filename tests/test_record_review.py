@@ -341,7 +341,7 @@ def test_every_metric_a_trial_reports_is_one_the_record_keeps(fields):
     trial can report (final_metrics: evaluations, the final evidence, times) must pass, or it
     silently never reaches MLflow (shift/ once did not)."""
     from study.record import METRIC_PREFIXES
-    from trainables.train import final_metrics
+    from trainables.metrics import final_metrics
 
     names = [n for n in final_metrics(TrialConfig(**fields)) if "/" in n]
     assert any(n.startswith("shift/") for n in names)

@@ -11,7 +11,7 @@ import torch
 from sklearn.datasets import load_digits
 
 from trainables.augment import COMPONENTS
-from trainables.shift import (
+from trainables.corruptions import (
     COVERED_BY,
     IMAGE_FAMILIES,
     LEVELS,

@@ -13,14 +13,8 @@ import torch
 import yaml
 
 from trainables.config import TrialConfig
-from trainables.evidence import evidence_metrics
-from trainables.train import (
-    CHECKPOINT_FILE,
-    LocalReporter,
-    evaluation_metrics,
-    final_metrics,
-    run_trial,
-)
+from trainables.metrics import evaluation_metrics, evidence_metrics, final_metrics
+from trainables.train import CHECKPOINT_FILE, LocalReporter, run_trial
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ROOT / "trainables" / "presets"

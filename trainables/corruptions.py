@@ -1,4 +1,4 @@
-"""Shift tests: a fixed set of corruption families at severities 1..5 (0 is the identity).
+"""Corruptions for the shift tests: fixed families at severities 1..5 (0 is the identity).
 
 A trial's probes, fit on clean probe-train features, label corrupted held-out rows; how far
 their top-1 falls says which shifts the representation withstands (the evidence card's "shift

@@ -45,13 +45,13 @@ import torch
 from torch import Tensor
 
 from trainables.config import TrialConfig
-from trainables.data import DataBundle, has_groups
+from trainables.corruptions import SEVERITIES, corrupt, covered, families
+from trainables.data import DataBundle
 from trainables.diagnostics import class_geometry_metrics, label_geometry
+from trainables.metrics import SPACES
 from trainables.objectives import unit_rows_or_zero
 from trainables.probes import FittedProbes, Predictions, top1
-from trainables.shift import SEVERITIES, corrupt, covered, families
 
-SPACES = ("h", "z")
 # Held-out rows the shift tests score: one per EXAMPLES_PER_SHIFT_ROW training examples, within
 # [SHIFT_MIN_ROWS, SHIFT_MAX_ROWS] (a fixed seeded subsample of the held-out split).
 EXAMPLES_PER_SHIFT_ROW = 256
@@ -65,40 +65,6 @@ FALSE_NEGATIVE_FRAME = (1.0, 0.0, 0.0)  # red
 PLAIN_FRAME = (0.75, 0.75, 0.75)  # light grey
 
 Embedder = Callable[[Tensor], tuple[Tensor, Tensor]]  # stored rows -> (h, z)
-
-
-def data_kind(config: TrialConfig) -> str:
-    """The kind of the trial's data: "vector" for toy data, "image" for every other dataset."""
-    return "vector" if config.dataset == "toy" else "image"
-
-
-def probe_names(config: TrialConfig) -> tuple[str, ...]:
-    return ("knn", "linear") if config.linear_probe else ("knn",)
-
-
-def evidence_metrics(config: TrialConfig) -> tuple[str, ...]:
-    """Every metric name :func:`trial_evidence` adds to a trial's final evaluation."""
-    names = [
-        f"{space}/{m}_{w}"
-        for space in SPACES
-        for m in ("align", "uniform")
-        for w in ("worst_class", "class_spread", "classes")
-    ]
-    units = ("class", "group") if has_groups(config) else ("class",)
-    for p in probe_names(config):
-        for space in SPACES:
-            for unit in units:
-                names += [
-                    f"probe/{p}_top1_{space}_worst_{unit}",
-                    f"probe/{p}_top1_{space}_{unit}_gap",
-                ]
-    for family in families(data_kind(config)):
-        for p in probe_names(config):
-            for space in SPACES:
-                names += [f"shift/{family}/s{k}/{p}_top1_{space}" for k in SEVERITIES]
-                names.append(f"shift/{family}/{p}_top1_{space}")
-    names += [f"shift/mean_{p}_top1_{space}" for p in probe_names(config) for space in SPACES]
-    return tuple(names)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -476,7 +442,8 @@ def trial_evidence(
     predictions: Predictions,
     embed: Embedder,
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """A trial's evidence metrics (names: :func:`evidence_metrics`) and ``evidence`` dict.
+    """A trial's evidence metrics (names: :func:`trainables.metrics.evidence_metrics`) and
+    ``evidence`` dict.
 
     Args:
         features: a final evaluation's features (``trainables.train.heldout_features`` with
