@@ -54,6 +54,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
+from trainables.checkpoints import LocalFolder, Retention
 from trainables.config import TrialConfig
 from trainables.data import (
     DataBundle,
@@ -107,33 +108,26 @@ class Reporter(Protocol):
 
 
 class LocalReporter:
-    """Keeps every report in memory and checkpoints under ``root`` (the Ray-free reporter)."""
+    """Keeps every report in memory and checkpoints under ``root`` (the Ray-free reporter), the
+    ``keep`` newest (:class:`trainables.checkpoints.Retention`)."""
 
     def __init__(self, root: str | Path | None = None, keep: int = 2) -> None:
         self.root = Path(root) if root is not None else None
         self.keep = keep
         self.history: list[tuple[int, dict[str, float]]] = []
+        self._kept = Retention(LocalFolder(self.root), keep) if self.root is not None else None
 
     def report(
         self, metrics: dict[str, float], *, step: int, checkpoint_dir: str | None = None
     ) -> None:
         self.history.append((step, dict(metrics)))
-        if checkpoint_dir is None or self.root is None:
-            return
-        import shutil
-
-        target = self.root / f"checkpoint_{step:012d}"
-        partial = target.with_suffix(".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(checkpoint_dir, partial)
-        partial.rename(target)  # atomic: a kill never leaves a half-written checkpoint
-        for old in self.checkpoints()[: -self.keep]:
-            shutil.rmtree(old, ignore_errors=True)
+        if checkpoint_dir is not None and self._kept is not None:
+            self._kept.save(checkpoint_dir, step)
 
     def checkpoints(self) -> list[Path]:
-        if self.root is None or not self.root.is_dir():
+        if self._kept is None or self.root is None:
             return []
-        return sorted(p for p in self.root.glob("checkpoint_*") if p.suffix != ".partial")
+        return [self.root / name for name in self._kept.names()]
 
     def latest_checkpoint(self) -> str | None:
         found = self.checkpoints()
