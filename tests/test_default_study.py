@@ -15,9 +15,9 @@ from pathlib import Path
 import nbformat
 import pyarrow.parquet as pq
 import pytest
-from conftest import kill_processes_mentioning
 from mlflow.tracking import MlflowClient
 from nbclient import NotebookClient
+from processkit import kill_processes_mentioning
 from reportkit import navigation_problems
 from studykit import child_runs, parent_runs
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import kill_processes_mentioning
+from processkit import kill_processes_mentioning
 from studykit import (
     child_runs,
     duplicated_metric_rows,

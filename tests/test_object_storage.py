@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import kill_processes_mentioning
+from processkit import kill_processes_mentioning
 from s3kit import make_bucket, object_keys, s3_client
 from studykit import child_runs, duplicated_metric_rows, metric_steps, parent_runs, write_spec
 from test_faults import wait_for

@@ -1,7 +1,7 @@
 """report.html a reader can navigate: every section in the contents, an index of the figures
 with one line each, alt text that says what a figure plots, a table of the trials, no contours
 for a model that does not beat the mean, and a page under 1 MB. Read from the HTML a browser
-gets (tests/reportkit.py), on the default study's hand-built results with every figure kind."""
+gets (tests/kits/reportkit.py), on the default study's hand-built results with every figure kind."""
 
 from __future__ import annotations
 

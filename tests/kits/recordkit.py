@@ -25,7 +25,7 @@ def record_study(folder: Path, name: str = NAME) -> str:
     spec = load_spec(None).model_copy(update={"study": name})
     design = build_design(spec)
     record = StudyRecord(uri, name, folder / "artifacts")
-    parent = record.start_parent(spec, design, "planted by tests/recordkit.py")
+    parent = record.start_parent(spec, design, "planted by tests/kits/recordkit.py")
     budget = int(spec.trial["budget_examples"])
     for i, plan in enumerate(design.trials):
         tau, batch = plan.config.temperature, plan.config.batch_size
