@@ -1,4 +1,6 @@
-"""Response surfaces against tables with a known truth; the frontier against literal tables."""
+"""Response surfaces against tables with a known truth: the optimum recovered, lack of fit
+calibrated and with power, coefficients, PRESS and ANOVA, what a design cannot carry, categorical
+contrasts, prediction intervals."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import pandas as pd
 import pytest
 from pydoe import ccdesign
 
-from analysis.frontier import pareto_frontier
 from analysis.surface import UnsupportedDesignError, fit_response_surface
 
 RESPONSE = "probe/knn_top1_h"
@@ -149,26 +150,3 @@ def test_minimised_responses_and_json():
     assert set(data) >= {"r2", "adj_r2", "lack_of_fit_p", "stationary_kind", "optimum",
                          "predicted", "interval"}  # fmt: skip
     assert all(not (isinstance(v, float) and math.isnan(v)) for v in data["optimum"].values())
-
-
-# ---------------------------------------------------------------------------------------------
-# frontier
-# ---------------------------------------------------------------------------------------------
-def test_frontier_min_min_with_ties_and_dominated_rows():
-    df = pd.DataFrame({
-        "point_id": ["a", "b", "c", "d", "e", "f", "g"],
-        "z/align":   [0.2, 0.5, 0.2, 0.9, 0.5, 0.4, None],
-        "z/uniform": [-2.0, -3.0, -2.0, -3.5, -2.9, -2.5, -9.0],
-    })  # fmt: skip
-    front = pareto_frontier(df, {"z/align": "min", "z/uniform": "min"})
-    # a and c tie (both kept); b beats e; f is dominated by nobody: 0.4 < 0.5 and -2.5 < -2.0;
-    # d has the best uniformity; g has no alignment
-    assert list(front["point_id"]) == ["a", "b", "c", "d", "f"]
-
-
-def test_frontier_max_and_single_objective():
-    df = pd.DataFrame({"acc": [0.9, 0.95, 0.95, 0.7], "cost": [1.0, 3.0, 2.0, 0.5]})
-    assert list(pareto_frontier(df, {"acc": "max", "cost": "min"}).index) == [0, 2, 3]
-    assert list(pareto_frontier(df, {"acc": "max"}).index) == [1, 2]
-    with pytest.raises(ValueError, match="direction must be 'min' or 'max', got 'up'"):
-        pareto_frontier(df, {"acc": "up"})
