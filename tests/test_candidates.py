@@ -76,7 +76,7 @@ def test_an_evaluation_before_training_counts_step_zeros_batch():
 # ---- the evidence card reads them as recorded ----------------------------------------------
 def test_the_card_says_the_candidates_per_batch_not_the_workers():
     """The default study's card said 'B = 64: 1; B = 256: 1' (the workers column)."""
-    from test_evidence import frame
+    from resultskit import frame
 
     from analysis.evidence import evidence_card
 
@@ -85,7 +85,7 @@ def test_the_card_says_the_candidates_per_batch_not_the_workers():
 
 
 def test_a_masked_pool_records_fewer_candidates_and_the_gate_still_passes():
-    from test_evidence import frame, gate
+    from resultskit import frame, gate
 
     masked = frame(group_policy="mask", **{"loss/candidates": [120.5, 500.0, 121.0, 497.25]})
     item = gate(masked, 2)

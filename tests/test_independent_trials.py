@@ -6,7 +6,7 @@ same seed) count once, said in the headline."""
 from __future__ import annotations
 
 import pandas as pd
-from test_effects import RESPONSE, planted
+from resultskit import RESPONSE, planted
 
 from analysis.headline import headline
 from analysis.report import analyse, independent_trials

@@ -9,8 +9,8 @@ import json
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from resultskit import planted
 from s3kit import s3_server  # noqa: F401
-from test_effects import planted
 from test_read_only import _store_with
 from typer.testing import CliRunner
 

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 from recordkit import NAME, record_study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "analysis" / "notebooks" / "explore_study.ipynb"
 BIN = Path(sys.executable).parent
 RESPONSE = "probe/knn_top1_h"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from matplotlib.figure import Figure
 from reportkit import MAX_BYTES, ReportPage, navigation_problems
-from test_plots import _default_frame, _default_history, _with_class_geometry, _with_shift
+from resultskit import add_class_geometry, add_shift, default_frame, default_history
 
 from analysis.evidence import SECTION_TITLES
 from analysis.plots import title
@@ -22,11 +22,11 @@ def report(tmp_path_factory):
     """(analysis, written, page) of the default study's results with per-class geometry, shift
     tests, histories and a source-return panel: every section and figure kind."""
     folder = tmp_path_factory.mktemp("report")
-    df = _with_shift(_with_class_geometry(_default_frame()))
+    df = add_shift(add_class_geometry(default_frame()))
     png = folder / "panel.png"
     Figure(figsize=(4, 2)).savefig(png)
     analysis = analyse(df)
-    written = write_report(analysis, folder / "out", _default_history(), panels={PANEL: png})
+    written = write_report(analysis, folder / "out", default_history(), panels={PANEL: png})
     return analysis, written, ReportPage(written["report.html"].read_text())
 
 

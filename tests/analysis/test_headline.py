@@ -1,7 +1,7 @@
 """The headline of a study (issue 11, items 2 and 3): the study in one sentence, the findings
 with their evidence, the best point with its interval and the next study, said in at most six
 terminal lines, as markdown for MLflow and first in report.html; on hand-built results frames
-shaped like the default study (see tests/test_effects.py)."""
+shaped like the default study (see tests/analysis/test_response_surface_effects.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import re
 from html.parser import HTMLParser
 
 import pytest
+from resultskit import RESPONSE, planted
 from scipy import stats
-from test_effects import RESPONSE, planted
 
 from analysis.headline import Headline, headline
 from analysis.power import replicates_for

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from resultskit import RESPONSE, planted, study
 from scipy import stats
-from test_effects import RESPONSE, planted, study
 
 from analysis.power import (
     MAX_REPLICATES,

@@ -17,6 +17,12 @@ from matplotlib.collections import PathCollection
 from matplotlib.container import ErrorbarContainer
 from matplotlib.contour import ContourSet
 from matplotlib.figure import Figure
+from resultskit import (
+    add_class_geometry,
+    add_shift,
+    default_frame,
+    default_history,
+)
 
 import analysis.plots
 from analysis.frontier import pareto_frontier
@@ -67,56 +73,6 @@ def _two_by_two() -> pd.DataFrame:
     df["derived.negatives_per_anchor"] = 2 * df["batch_size"] - 2
     df.attrs.update(study="toy", factors=["temperature", "batch_size"])
     return df
-
-
-# The real default-digits study (temperature 0.1/0.5 x batch_size 64/256 x 2 replicates), its
-# final metrics rounded, with the Parquet export's column names.
-_DEFAULT_COLUMNS = {
-    "point_id": ["p000", "p000", "p001", "p001", "p002", "p002", "p003", "p003"],
-    "replicate": [0, 1, 0, 1, 0, 1, 0, 1],
-    "temperature": [0.1, 0.1, 0.1, 0.1, 0.5, 0.5, 0.5, 0.5],
-    "batch_size": [64, 64, 256, 256, 64, 64, 256, 256],
-    "z/align": [0.4352, 0.4400, 0.4586, 0.4577, 0.2007, 0.1955, 0.2194, 0.2178],
-    "z/uniform": [-3.4438, -3.4533, -3.4313, -3.4391, -2.8782, -2.8797, -2.7994, -2.7989],
-    "h/align": [0.0829, 0.0650, 0.0693, 0.0592, 0.0815, 0.0656, 0.0823, 0.0665],
-    "h/uniform": [-0.6896, -0.5421, -0.5619, -0.4932, -0.8553, -0.7017, -0.8222, -0.7123],
-    "probe/knn_top1_h": [0.9750, 0.9750, 0.9750, 0.9722, 0.9694, 0.9778, 0.9694, 0.9722],
-    "probe/knn_top1_z": [0.9750, 0.9722, 0.9806, 0.9750, 0.9722, 0.9778, 0.9611, 0.9694],
-    "probe/linear_top1_h": [0.9861, 0.9750, 0.9917, 0.9861, 0.9917, 0.9889, 0.9833, 0.9806],
-    "probe/linear_top1_z": [0.9861, 0.9750, 0.9806, 0.9806, 0.9778, 0.9833, 0.9750, 0.9806],
-    "sim/false_negative_rate": [0.893, 0.889, 0.864, 0.890, 0.903, 0.919, 0.901, 0.894],
-    "z/effective_rank": [41.08, 41.46, 40.71, 40.70, 23.65, 23.97, 22.19, 22.04],
-}
-
-
-def _default_frame() -> pd.DataFrame:
-    df = pd.DataFrame(_DEFAULT_COLUMNS)
-    df.insert(0, "study", "default-digits")
-    df.insert(3, "status", "finished")
-    df.insert(4, "trial_key", df["point_id"] + "-r" + df["replicate"].astype(str))
-    df["objective"] = "infonce"
-    df["uniform_t"] = 2.0
-    df["derived.negatives_per_anchor"] = 2 * df["batch_size"] - 2
-    df["derived.steps"] = 30720 // df["batch_size"]
-    df["wall_s"] = 10.0
-    df["examples_seen"] = 30720.0
-    df["steps"] = df["derived.steps"].astype(float)
-    df.attrs.update(study="default-digits", factors=["temperature", "batch_size"], design="")
-    return df
-
-
-def _default_history() -> pd.DataFrame:
-    """Two evaluations per trial (halfway, then final) on both planes: each trial moves left
-    (more uniform) between them, its alignment a little worse in z and better in h."""
-    final = _default_frame()
-    keep = ["trial_key", "point_id", "replicate", "z/align", "z/uniform", "h/align", "h/uniform"]
-    halfway = final[keep].assign(step=15360)
-    halfway["z/align"] -= 0.03
-    halfway["z/uniform"] += 0.4
-    halfway["h/align"] += 0.005
-    halfway["h/uniform"] += 0.05
-    history = pd.concat([halfway, final[keep].assign(step=30720)], ignore_index=True)
-    return history.sort_values(["trial_key", "step"], ignore_index=True)
 
 
 def _errorbars(ax) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -205,7 +161,7 @@ def test_pareto_frontier_edge_cases():
 
 
 def test_plane_draws_the_frontier_as_a_step_line_and_both_references():
-    df = _default_frame()
+    df = default_frame()
     fig = plane(df, "z")
     ax = fig.axes[0]
     steps = [line for line in ax.get_lines() if line.get_label() == "Pareto frontier"]
@@ -229,7 +185,7 @@ def test_plane_draws_the_frontier_as_a_step_line_and_both_references():
 
 
 def test_plane_uses_a_given_frontier_and_tolerates_missing_colour():
-    df = _default_frame()
+    df = default_frame()
     given = df.iloc[[5, 0]]
     fig = plane(df, "h", color="not/a/column", frontier=given)
     (step,) = [line for line in fig.axes[0].get_lines() if line.get_label() == "Pareto frontier"]
@@ -254,7 +210,7 @@ def test_plane_marks_collapsed_trials_and_skips_the_inset_for_spread_data():
 
 
 def test_plane_adds_a_zoom_inset_clear_of_the_data():
-    fig = plane(_default_frame(), "z")
+    fig = plane(default_frame(), "z")
     ax = fig.axes[0]
     (inset,) = ax.child_axes
     lo, hi = inset.get_xlim()
@@ -262,7 +218,7 @@ def test_plane_adds_a_zoom_inset_clear_of_the_data():
 
 
 def test_plane_table_keeps_the_trials_with_both_coordinates_and_marks_the_frontier():
-    df = _default_frame()
+    df = default_frame()
     df.loc[3, "z/align"] = np.nan
     df.index = [0, 0, 1, 1, 2, 2, 3, 3]  # repeated labels: the frontier is marked by position
     table = plane_table(df, "z")
@@ -278,8 +234,8 @@ def test_plane_table_keeps_the_trials_with_both_coordinates_and_marks_the_fronti
 
 
 def test_trajectories_one_path_per_trial_hollow_start_filled_end():
-    history = _default_history()
-    fig = trajectories(history, _default_frame(), "z")
+    history = default_history()
+    fig = trajectories(history, default_frame(), "z")
     ax = fig.axes[0]
     paths = [line for line in ax.get_lines() if line.get_marker() == "."]
     assert len(paths) == 8
@@ -434,7 +390,7 @@ def test_phase_diagram_scattered_design_uses_filled_contours():
 
 
 def test_probe_vs_temperature_lines_per_batch_size_and_single_line():
-    df = _default_frame()
+    df = default_frame()
     fig = probe_vs_temperature(df, "knn")
     h_ax = fig.axes[0]
     assert h_ax.get_xscale() == "log"
@@ -447,7 +403,7 @@ def test_probe_vs_temperature_lines_per_batch_size_and_single_line():
 
 
 def test_probe_figures_draw_the_baselines_as_labelled_reference_lines():
-    df = _default_frame()
+    df = default_frame()
     df.attrs["baselines"] = {
         "raw": {"metrics": {"probe/knn_top1_h": 0.98}, "seeds": []},
         "random_init": {"metrics": {"probe/knn_top1_h": 0.947, "probe/knn_top1_z": 0.9},
@@ -471,7 +427,7 @@ def test_probe_figures_draw_the_baselines_as_labelled_reference_lines():
 
 
 def test_probe_table_per_batch_size_or_over_all_trials():
-    df = _default_frame()
+    df = default_frame()
     by_batch = probe_table(df, "knn", "z")
     expected = interaction_table(df, "probe/knn_top1_z", "temperature", "batch_size")
     pd.testing.assert_frame_equal(by_batch, expected)
@@ -535,9 +491,9 @@ def test_surface_contours_figure_has_contours_star_and_design_points():
 
 def test_all_figures_draws_no_contours_for_a_model_that_does_not_beat_the_mean():
     surfaces = {"probe/knn_top1_h": _QuadraticSurface()}
-    drawn = all_figures(_default_frame(), surfaces=surfaces)
+    drawn = all_figures(default_frame(), surfaces=surfaces)
     assert "contours_probe_knn_top1_h_temperature_batch_size" in drawn
-    flat = all_figures(_default_frame(), surfaces=surfaces, no_optimum=frozenset(surfaces))
+    flat = all_figures(default_frame(), surfaces=surfaces, no_optimum=frozenset(surfaces))
     assert not [name for name in flat if name.startswith("contours_")]
 
 
@@ -545,18 +501,8 @@ def test_all_figures_draws_no_contours_for_a_model_that_does_not_beat_the_mean()
 # Per-class geometry and shift tests
 
 
-def _with_class_geometry(df: pd.DataFrame) -> pd.DataFrame:
-    """The default study plus per-class z alignment: worst class 0.5 + 0.125 per point index,
-    replicate 1 a further 0.25 up; spread 0.25 everywhere (z uniformity not recorded)."""
-    df = df.copy()
-    point = df["point_id"].str[1:].astype(int)
-    df["z/align_worst_class"] = 0.5 + 0.125 * point + 0.25 * df["replicate"]
-    df["z/align_class_spread"] = 0.25
-    return df
-
-
 def test_class_spread_table_matches_hand_computed_means():
-    df = _with_class_geometry(_default_frame())
+    df = add_class_geometry(default_frame())
     df.loc[7, "z/align_worst_class"] = np.nan  # p003 keeps one replicate
     t = class_spread_table(df, "z", "align")
     assert t.columns.tolist() == [
@@ -580,7 +526,7 @@ def test_class_spread_table_matches_hand_computed_means():
 
 
 def test_class_spread_draws_the_table_and_says_what_is_not_recorded():
-    df = _with_class_geometry(_default_frame())
+    df = add_class_geometry(default_frame())
     fig = class_spread(df, "z")
     align, uniform = fig.axes
     x, y = _errorbars(align)["worst class ± SE"]
@@ -593,30 +539,15 @@ def test_class_spread_draws_the_table_and_says_what_is_not_recorded():
         class_spread(df, "h")
 
 
-_FAMILY_DROPS = {"gaussian_noise": (0.0, 0.25), "jpeg": (0.5, 0.5)}  # drop at s1, s2
-
-
-def _with_shift(df: pd.DataFrame, space: str = "h") -> pd.DataFrame:
-    """The default study trained with crop+noise (covers gaussian_noise, not jpeg), its kNN
-    top-1 under two corruption families at severities 1 and 2: clean minus a fixed drop."""
-    df = df.copy()
-    df["augmentation"] = "crop+noise"
-    clean = df[f"probe/knn_top1_{space}"]
-    for family, drops in _FAMILY_DROPS.items():
-        for k, drop in enumerate(drops, start=1):
-            df[f"shift/{family}/s{k}/knn_top1_{space}"] = clean - drop
-    return df
-
-
 def test_shift_families_in_coverage_order():
-    df = _with_shift(_default_frame())
+    df = add_shift(default_frame())
     df["shift/contrast/s3/knn_top1_h"] = np.nan  # no value: not a family of this study
     assert shift_families(df, "knn", "h") == {"gaussian_noise": [1, 2], "jpeg": [1, 2]}
     assert shift_families(df, "knn", "z") == {} and shift_families(df, "linear", "h") == {}
 
 
 def test_shift_table_matches_hand_computed_means():
-    df = _with_shift(_default_frame())
+    df = add_shift(default_frame())
     df.loc[1, "shift/jpeg/s2/knn_top1_h"] = np.nan  # p000's second replicate lacks jpeg s2
     t = shift_table(df, "knn", "h")
     assert t.columns.tolist() == ["point_id", "augmentation", "family", "covered", "severity",
@@ -634,11 +565,11 @@ def test_shift_table_matches_hand_computed_means():
     np.testing.assert_allclose(p003["se"], [abs(0.9694 - 0.9722) / 2] * 2)
     unknown = shift_table(df.drop(columns=["augmentation"]), "knn", "h")
     assert unknown["covered"].isna().all()
-    assert shift_table(_default_frame(), "knn", "h").empty
+    assert shift_table(default_frame(), "knn", "h").empty
 
 
 def test_shift_draws_covered_families_solid_and_the_others_dashed():
-    df = _with_shift(_with_shift(_default_frame()), "z")
+    df = add_shift(add_shift(default_frame()), "z")
     fig = shift(df, "knn")
     axes = [ax for ax in fig.axes if ax.get_title()]
     assert [ax.get_title() for ax in axes] == [  # a row per family, h left and z right
@@ -658,11 +589,11 @@ def test_shift_draws_covered_families_solid_and_the_others_dashed():
     assert "p000: temperature=0.1, batch_size=64" in legend and "not covered" in legend
     assert "coverage unknown" not in legend  # a style is explained only where it is drawn
     with pytest.raises(KeyError):
-        shift(_default_frame(), "knn")
+        shift(default_frame(), "knn")
 
 
 def test_all_figures_adds_class_spread_and_shift_only_when_recorded():
-    df = _with_shift(_with_class_geometry(_default_frame()))
+    df = add_shift(add_class_geometry(default_frame()))
     df.attrs["factors"] = []
     df = df.drop(columns=["temperature"])
     assert set(all_figures(df)) == {"plane_z", "plane_h", "class_spread_z", "shift_knn"}
@@ -675,7 +606,7 @@ def test_all_figures_adds_class_spread_and_shift_only_when_recorded():
 
 def test_all_figures_render_and_save(tmp_path):
     figures = all_figures(
-        _default_frame(), _default_history(), surfaces={"probe/knn_top1_h": _QuadraticSurface()}
+        default_frame(), default_history(), surfaces={"probe/knn_top1_h": _QuadraticSurface()}
     )
     assert set(figures) == {
         "plane_z",
@@ -736,8 +667,8 @@ def _titles_outside(fig: Figure) -> list[str]:
 def test_every_figure_is_readable_at_400_px():
     """Shown 400 CSS px wide (a phone), a figure's smallest text is at least 8 px: its font
     size in points times 400 / its width in points; no title or label is cut off."""
-    df = _with_shift(_with_shift(_with_class_geometry(_default_frame())), "z")
-    figures = all_figures(df, _default_history(),
+    df = add_shift(add_shift(add_class_geometry(default_frame())), "z")
+    figures = all_figures(df, default_history(),
                           surfaces={"probe/knn_top1_h": _QuadraticSurface()})  # fmt: skip
     assert {"shift_knn", "class_spread_z", "contours_probe_knn_top1_h_temperature_batch_size",
             "probe_vs_temperature_knn", "main_effects", "interactions"} <= set(figures)  # fmt: skip
@@ -749,7 +680,7 @@ def test_every_figure_is_readable_at_400_px():
 
 
 def test_all_figures_skips_what_does_not_apply():
-    df = _default_frame().drop(columns=["temperature", "h/align"])
+    df = default_frame().drop(columns=["temperature", "h/align"])
     df.attrs["factors"] = ["batch_size"]
     figures = all_figures(df)
     assert set(figures) == {"plane_z", "main_effects"}

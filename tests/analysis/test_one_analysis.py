@@ -19,7 +19,7 @@ from recordkit import NAME, record_study
 from analysis import analyse, fit_response_surface, load_study, write_report
 from analysis.fits import model_order
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 MARKER = "<!-- one-analysis snippet -->"
 SETTINGS = ("MLFLOW_TRACKING_URI", "TRACKING_URI", "STUDY", "STUDY_RESULTS")

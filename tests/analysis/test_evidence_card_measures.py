@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import pytest
 from matplotlib.figure import Figure
-from test_evidence import NAN, TRIALS, frame, gate
+from resultskit import NAN, TRIALS, frame, gate
 
 from analysis.evidence import (
     HOLD_UP_DROP,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 
 import pandas as pd
 import pytest
+from resultskit import NAN, TRIALS, frame, gate
 
 from analysis.evidence import (
     AUGMENTATION_INFO,
@@ -20,61 +20,9 @@ from analysis.evidence import (
     effective_candidates,
     evidence_card,
     gpu_hours,
-    release_gate,
     temperature_table,
 )
 from trainables.augment import COMPONENTS
-
-NAN = math.nan
-# point, replicate, temperature, batch_size, knn h, knn z, linear h, linear z, fnr, wall_s
-TRIALS = (
-    ("p000", 0, 0.1, 64, 0.90, 0.80, 0.95, 0.85, 0.70, 3600.0),
-    ("p001", 0, 0.1, 256, 0.92, 0.82, 0.96, 0.86, 0.75, 1800.0),
-    ("p002", 0, 0.5, 64, 0.88, 0.78, 0.94, 0.84, 0.80, 5400.0),
-    ("p003", 0, 0.5, 256, 0.86, 0.76, 0.93, 0.83, 0.85, 3600.0),
-)
-
-
-def row(point, rep, tau, batch, knn_h, knn_z, lin_h, lin_z, fnr, wall) -> dict:
-    return {
-        "study": "unit", "point_id": point, "replicate": rep, "status": "finished",
-        "temperature": tau, "batch_size": batch, "dataset": "digits", "data_seed": 0,
-        "toy_photos_per_item": 1, "toy_noise": 0.35, "encoder": "small_cnn", "feature_dim": 128,
-        "projection": "mlp", "projection_dim": 64, "objective": "info_nce", "lam_t": NAN,
-        "uniform_t": 2.0, "align_alpha": 2.0, "group_policy": "negative",
-        "budget_examples": 30720, "augmentation": "crop+noise+erase", "aug_strength": 0.6,
-        "knn_k": 20, "knn_temperature": 0.07, "linear_probe": True, "linear_probe_iters": 50,
-        "seed": rep, "precision": "fp32", "derived.steps": 30720 // batch,
-        "derived.negatives_per_anchor": 2 * batch - 2, "derived.lam": NAN,
-        "loss/candidates": float(2 * batch - 2), "sim/false_negative_rate": fnr,
-        "sim/hardest_neg_share": 0.1 if tau == 0.1 else 0.01, "sim/pos_mean": 0.8,
-        "sim/neg_mean": 0.0, "sim/neg_q99": 0.7, "h/align": 0.07, "h/uniform": -0.7,
-        "h/effective_rank": 27.0, "h/dim_std_min": 0.02, "h/dim_std_mean": 0.04,
-        "z/align": 0.3, "z/uniform": -3.1, "z/effective_rank": 30.0, "z/dim_std_min": 0.08,
-        "z/dim_std_mean": 0.12, "probe/knn_top1_h": knn_h, "probe/knn_top1_z": knn_z,
-        "probe/linear_top1_h": lin_h, "probe/linear_top1_z": lin_z, "wall_s": wall,
-        "examples_seen": 30720.0, "steps": float(30720 // batch),
-    }  # fmt: skip
-
-
-def frame(trials=TRIALS, *, checks=None, resources=None, **columns) -> pd.DataFrame:
-    """The literal study above; ``columns`` overwrite whole columns (a list sets per row)."""
-    df = pd.DataFrame([row(*t) for t in trials])
-    for name, value in columns.items():
-        df[name] = value
-    df.attrs = {
-        "study": "unit", "factors": ["temperature", "batch_size"], "spec_sha": "abc",
-        "design": "full_factorial", "resources": {"cpu": 1.0, "gpu": 0.5} if resources is None
-        else resources, "checks": {"info_nce_worked_example": "pass"} if checks is None
-        else checks,
-    }  # fmt: skip
-    return df
-
-
-def gate(df: pd.DataFrame, number: int) -> GateItem:
-    item = release_gate(df)[number - 1]
-    assert item.number == number and item.text == GATE_ITEMS[number - 1]
-    return item
 
 
 def test_every_augmentation_component_is_classified():

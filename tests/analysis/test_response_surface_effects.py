@@ -8,34 +8,12 @@ import math
 
 import pandas as pd
 import pytest
+from resultskit import NOISE, RESPONSE, SEED_LUCK, planted, study
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
-from test_evidence import frame as evidence_frame
 
 from analysis.report import _fit_html, analyse, common_seed_blocks, write_report
 from analysis.surface import factor_effects, fit_response_surface
-
-RESPONSE = "probe/knn_top1_h"
-POINTS = [(0.1, 64), (0.1, 256), (0.5, 64), (0.5, 256)]  # search_spaces/default.yaml
-SEED_LUCK = [0.02, -0.015, 0.01, -0.025]  # a seed's luck, shared by every point
-NOISE = [0.001, -0.002, 0.0015, 0.0, -0.001, 0.002, -0.0005, 0.0]  # cycled over the trials
-
-
-def study(value, replicates: int = 2) -> pd.DataFrame:
-    """The default study's shape: ``value(tau, batch, replicate, i)`` at trial i."""
-    trials = []
-    for p, (tau, batch) in enumerate(POINTS):
-        for r in range(replicates):
-            i = len(trials)
-            knn = value(tau, batch, r, i)
-            trials.append((f"p{p:03d}", r, tau, batch, knn, knn - 0.1, 0.95, 0.85, 0.7, 3600.0))
-    return evidence_frame(tuple(trials))
-
-
-def planted(tau_per_doubling: float, replicates: int = 4):
-    """knn = 0.9 + (effect per doubling of τ) log2(τ / 0.1) + seed luck + small noise."""
-    return study(lambda tau, batch, r, i: 0.9 + tau_per_doubling * math.log2(tau / 0.1)
-                 + SEED_LUCK[r] + NOISE[i % len(NOISE)], replicates)  # fmt: skip
 
 
 def temperature(effects):
