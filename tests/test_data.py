@@ -7,10 +7,11 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from datakit import write_fake_cifar10
 from PIL import Image
 
 from trainables.config import TrialConfig
-from trainables.data import ExampleStream, load_data, toy_samples, write_cifar10
+from trainables.data import ExampleStream, load_data, toy_samples
 
 
 @pytest.mark.parametrize(("n", "b"), [(100, 32), (97, 48), (1437, 128), (10, 5)])
@@ -58,11 +59,6 @@ def test_toy_generator_and_groups():
     assert all(len(set(y[groups == g].tolist())) == 1 for g in range(10))  # one class per item
     data = load_data(cfg)
     assert data.train_groups is not None and data.kind == "vector"
-
-
-def write_fake_cifar10(root, per_batch: int = 20, test: int = 30) -> None:
-    """CIFAR-10's real on-disk layout with random images (``trainables.data.write_cifar10``)."""
-    write_cifar10(root, per_batch, test)
 
 
 def test_fake_cifar10_loads_through_torchvision(tmp_path):

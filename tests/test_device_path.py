@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_data import write_fake_cifar10
-from test_train import FAST_EVAL, StopAfter, preset
+from datakit import write_fake_cifar10
+from trialkit import FAST_EVAL, StopAfter, preset
 
 import trainables.train as train_module
 from trainables.config import TrialConfig

@@ -5,45 +5,23 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pandas as pd
 import pytest
 from processkit import kill_processes_mentioning
 from studykit import (
+    STUDY,
+    checkpoints,
     child_runs,
     duplicated_metric_rows,
     metric_steps,
     parent_runs,
     start_driver,
+    wait_for,
     write_spec,
 )
 
 from study.runner import run_study
-
-STUDY = str(Path(sys.executable).with_name("study"))
-
-
-def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            _, err = proc.communicate()
-            raise AssertionError(
-                f"driver ended (rc {proc.returncode}) before {what}: {err[-3000:]}"
-            )
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
-def checkpoints(trial_dir: Path) -> list[Path]:
-    """The trial's complete checkpoints (a folder counts once its DONE marker is written)."""
-    return [p for p in trial_dir.glob("checkpoint_*") if (p / "DONE").is_file()]
 
 
 @pytest.mark.slow

@@ -11,8 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from studykit import child_runs, parent_runs, write_spec
-from test_faults import STUDY, checkpoints, wait_for
+from studykit import STUDY, checkpoints, child_runs, parent_runs, wait_for, write_spec
 
 NAME = "interrupted"
 

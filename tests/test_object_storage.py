@@ -22,8 +22,14 @@ import pyarrow.parquet as pq
 import pytest
 from processkit import kill_processes_mentioning
 from s3kit import make_bucket, object_keys, s3_client
-from studykit import child_runs, duplicated_metric_rows, metric_steps, parent_runs, write_spec
-from test_faults import wait_for
+from studykit import (
+    child_runs,
+    duplicated_metric_rows,
+    metric_steps,
+    parent_runs,
+    wait_for,
+    write_spec,
+)
 
 from search_spaces.spec import StudyError
 from study.runner import checked_storage, run_study
@@ -204,8 +210,9 @@ def test_study_in_a_bucket_resumes_from_it_after_the_driver_dies(
 def test_a_studys_bucket_data_root_is_downloaded_once_per_node(
     s3_server, workdir, tmp_path_factory, ray_tmp, monkeypatch
 ):
+    from datakit import write_images
     from mlflow.tracking import MlflowClient
-    from test_remote_data import upload, write_images
+    from s3kit import upload
 
     make_bucket("data")  # class folders of real PNG files, uploaded once
     upload(write_images(tmp_path_factory.mktemp("png") / "imgs", per_class=30), "data", "imgs")

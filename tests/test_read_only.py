@@ -4,16 +4,12 @@ unknown study create no store and no experiment, and say which studies the store
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from mlflow.tracking import MlflowClient
+from studykit import store_with
 from typer.testing import CliRunner
 
-from search_spaces.designs import build_design
-from search_spaces.spec import load_spec
 from study.cli import app
-from study.record import StudyRecord
 
 
 def invoke(*argv: str):
@@ -37,16 +33,8 @@ def test_reading_an_unknown_study_where_no_store_is_creates_nothing(workdir, arg
     assert list(workdir.iterdir()) == []  # no mlflow.db, no x.parquet, no report folder
 
 
-def _store_with(workdir: Path, *names: str) -> str:
-    uri = f"sqlite:///{workdir / 'mlflow.db'}"
-    for name in names:
-        spec = load_spec(None).model_copy(update={"study": name})
-        StudyRecord(uri, name).start_parent(spec, build_design(spec), "")
-    return uri
-
-
 def test_an_unknown_name_lists_the_studies_the_store_holds(workdir):
-    uri = _store_with(workdir, "default-digits", "toy-phase")
+    uri = store_with(workdir, "default-digits", "toy-phase")
     before = [e.name for e in MlflowClient(uri).search_experiments()]
     for argv in (("status", "default-digit"), ("export", "default-digit", "--out", "x.parquet")):
         done = invoke(*argv, "--tracking-uri", uri)
@@ -58,7 +46,7 @@ def test_an_unknown_name_lists_the_studies_the_store_holds(workdir):
 
 
 def test_plan_with_a_store_present_creates_no_experiment(workdir):
-    uri = _store_with(workdir, "something-else")
+    uri = store_with(workdir, "something-else")
     before = sorted(e.name for e in MlflowClient(uri).search_experiments())
     done = invoke("plan", "toy_phase_diagram", "--tracking-uri", uri)
     assert done.exit_code == 0, done.output

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from resultskit import planted
 from s3kit import s3_server  # noqa: F401
-from test_read_only import _store_with
+from studykit import store_with
 from typer.testing import CliRunner
 
 from analysis.record import rows_table
@@ -40,7 +40,7 @@ def test_a_latin_hypercube_of_one_sample_is_refused_naming_the_field():
 
 
 def test_an_export_to_a_folder_is_refused_naming_out(workdir):
-    uri = _store_with(workdir, "default-digits")
+    uri = store_with(workdir, "default-digits")
     (workdir / "there").mkdir()
     done = invoke("export", "default-digits", "--out", str(workdir / "there"),
                   "--tracking-uri", uri)  # fmt: skip
@@ -50,7 +50,7 @@ def test_an_export_to_a_folder_is_refused_naming_out(workdir):
 
 
 def test_an_export_to_a_missing_bucket_is_refused_naming_out(workdir, s3_server):  # noqa: F811
-    uri = _store_with(workdir, "default-digits")
+    uri = store_with(workdir, "default-digits")
     done = invoke("export", "default-digits", "--out", "s3://no-such-bucket/x.parquet",
                   "--tracking-uri", uri)  # fmt: skip
     assert done.exit_code == 2, done.output

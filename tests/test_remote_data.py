@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from datakit import write_images
 from distkit import free_port
 from PIL import Image
-from s3kit import AWS_ENV, make_bucket, s3_client, s3_server  # noqa: F401
+from s3kit import AWS_ENV, make_bucket, s3_client, s3_server, upload  # noqa: F401
 
 import trainables.data as data_module
 from trainables import remote
@@ -39,30 +40,6 @@ def cache(tmp_path, monkeypatch) -> Path:
     data_module._CACHE.clear()
     yield folder
     data_module._CACHE.clear()
-
-
-def write_images(root: Path, per_class: int = 10) -> Path:
-    """Class folders of real PNG files and a groups.csv (two images per group), as
-    tests/test_data.py's imagefolder."""
-    rng = np.random.default_rng(0)
-    for cls in ("cats", "dogs"):
-        (root / cls).mkdir(parents=True)
-        for i in range(per_class):
-            pixels = rng.integers(0, 256, (20, 24, 3), dtype=np.uint8)
-            Image.fromarray(pixels).save(root / cls / f"{i}.png")
-    (root / "groups.csv").write_text(
-        "".join(f"{c}/{i}.png,{c}-{i // 2}\n" for c in ("cats", "dogs") for i in range(per_class))
-    )
-    return root
-
-
-def upload(folder: Path, bucket: str, prefix: str) -> int:
-    client = s3_client()
-    files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
-    for path in files:
-        key = f"{prefix}/{path.relative_to(folder).as_posix()}"
-        client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
-    return len(files)
 
 
 @pytest.fixture

@@ -13,13 +13,15 @@ import subprocess
 import pandas as pd
 import pytest
 from studykit import (
+    STUDY,
+    checkpoints,
     child_runs,
     default_spec_data,
     duplicated_metric_rows,
     metric_steps,
+    wait_for,
     write_spec,
 )
-from test_faults import STUDY, checkpoints, wait_for
 
 from analysis.evidence import release_gate
 from search_spaces.designs import batch_sizes_matching, build_design

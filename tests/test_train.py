@@ -10,21 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
+from trialkit import FAST_EVAL, StopAfter, preset
 
 from trainables.config import TrialConfig
 from trainables.metrics import evaluation_metrics, evidence_metrics, final_metrics
 from trainables.train import CHECKPOINT_FILE, LocalReporter, run_trial
 
 ROOT = Path(__file__).resolve().parents[1]
-PRESETS = ROOT / "trainables" / "presets"
-
-
-def preset(name: str) -> dict:
-    return yaml.safe_load((PRESETS / f"{name}.yaml").read_text())
-
-
-FAST_EVAL = {"linear_probe_iters": 20, "probe_train_size": 300}
 
 
 @pytest.mark.slow
@@ -37,19 +29,6 @@ def test_seed002_reproduction():
     assert abs(result["train/loss"] - math.log(64)) < 0.1, result["train/loss"]
     assert result["probe/knn_top1_h"] >= 0.95
     assert initial["z/align"] / result["z/align"] >= 10, (initial["z/align"], result["z/align"])
-
-
-class StopAfter(LocalReporter):
-    """Stands in for a kill: raises once it has stored ``n`` checkpoints."""
-
-    def __init__(self, root, n: int) -> None:
-        super().__init__(root, keep=10)
-        self.n = n
-
-    def report(self, metrics, *, step, checkpoint_dir=None):
-        super().report(metrics, step=step, checkpoint_dir=checkpoint_dir)
-        if len(self.checkpoints()) == self.n:
-            raise KeyboardInterrupt("stopped after checkpoint")
 
 
 def test_resume_after_second_checkpoint_matches_uninterrupted(tmp_path):

@@ -91,3 +91,12 @@ def object_keys(bucket: str, prefix: str = "") -> list[str]:
     pages = s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
     keys = (o["Key"] for page in pages for o in page.get("Contents", []))
     return sorted(k for k in keys if not k.endswith("/"))
+
+
+def upload(folder: Path, bucket: str, prefix: str) -> int:
+    client = s3_client()
+    files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
+    for path in files:
+        key = f"{prefix}/{path.relative_to(folder).as_posix()}"
+        client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+    return len(files)

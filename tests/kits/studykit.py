@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import yaml
 from mlflow.tracking import MlflowClient
 
-from search_spaces.spec import SPEC_DIR
+from search_spaces.designs import build_design
+from search_spaces.spec import SPEC_DIR, load_spec
+from study.record import StudyRecord
 
 
 def default_spec_data() -> dict:
@@ -84,8 +91,6 @@ def wait_healthy(url: str, process, timeout: float = 90) -> int:
 
 def stop_group(process) -> None:
     """SIGTERM a process started with start_new_session, and its whole group; SIGKILL if slow."""
-    import os
-    import signal
     import subprocess
 
     os.killpg(process.pid, signal.SIGTERM)
@@ -113,3 +118,34 @@ def start_driver(spec: Path, workdir: Path, uri: str, study: str) -> tuple[list[
         start_new_session=True,
     )  # fmt: skip
     return command, driver
+
+
+STUDY = str(Path(sys.executable).with_name("study"))
+
+
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            _, err = proc.communicate()
+            raise AssertionError(
+                f"driver ended (rc {proc.returncode}) before {what}: {err[-3000:]}"
+            )
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def checkpoints(trial_dir: Path) -> list[Path]:
+    """The trial's complete checkpoints (a folder counts once its DONE marker is written)."""
+    return [p for p in trial_dir.glob("checkpoint_*") if (p / "DONE").is_file()]
+
+
+def store_with(workdir: Path, *names: str) -> str:
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    for name in names:
+        spec = load_spec(None).model_copy(update={"study": name})
+        StudyRecord(uri, name).start_parent(spec, build_design(spec), "")
+    return uri
