@@ -13,7 +13,7 @@ from trainables.data import write_cifar10
 
 def write_images(root: Path, per_class: int = 10) -> Path:
     """Class folders of real PNG files and a groups.csv (two images per group), as
-    tests/test_data.py's imagefolder."""
+    tests/trainables/test_datasets.py's imagefolder."""
     rng = np.random.default_rng(0)
     for cls in ("cats", "dogs"):
         (root / cls).mkdir(parents=True)

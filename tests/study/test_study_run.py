@@ -22,7 +22,7 @@ from search_spaces.spec import StudyError
 from study.progress import StudyProgress
 from study.runner import run_study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def sqlite_uri(folder: Path) -> str:

@@ -26,7 +26,7 @@ import yaml
 from search_spaces.spec import DEFAULT_SPEC, StudyError
 from study.runner import run_study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = yaml.safe_load(DEFAULT_SPEC.read_text())
 # One GPU more than this machine has (1 here: there is no GPU), so the ask can never fit.
 GPUS_BEYOND = torch.cuda.device_count() + 1

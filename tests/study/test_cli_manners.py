@@ -221,7 +221,7 @@ def test_a_local_ray_keeps_token_auth_without_its_notice(ray_tmp, tmp_path):
     env = dict(os.environ, HOME=str(tmp_path))  # a new token is made in this home
     env.pop("RAY_AUTH_MODE", None)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=Path(__file__).parents[1])  # fmt: skip
+                          env=env, timeout=300, cwd=Path(__file__).parents[2])  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "token"  # the security Ray sets up stays
     assert "Token authentication is enabled" not in done.stderr + done.stdout

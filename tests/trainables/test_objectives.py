@@ -417,7 +417,7 @@ def test_bad_align_uniform_arguments(kwargs, message):
 
 
 # ---------------------------------------------------------------------------------------------
-# ids under a gather (the two-process checks are in test_distributed.py)
+# ids under a gather (the two-process checks are in test_data_parallel_objectives.py)
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("gather", [all_gather_with_grad, all_gather_detached])
 def test_group_ids_must_be_stated_under_a_gather(gather):

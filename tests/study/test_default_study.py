@@ -21,7 +21,7 @@ from processkit import kill_processes_mentioning
 from reportkit import navigation_problems
 from studykit import child_runs, parent_runs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STUDY = str(Path(sys.executable).with_name("study"))
 NAME = "default-digits"
 

@@ -27,7 +27,7 @@ from trainables import remote
 from trainables.config import TrialConfig
 from trainables.data import check_data, data_key, has_groups, load_data
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 URI = "s3://pics/imgs"
 
 

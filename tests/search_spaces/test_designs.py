@@ -13,7 +13,7 @@ import pytest
 from search_spaces.designs import build_design
 from search_spaces.spec import SPEC_DIR, StudyError, load_spec, parse_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = [
     "default",
     "digits_tau_batch",

@@ -355,7 +355,7 @@ def test_gpu_benchmark_smoke_without_the_study_packages(tmp_path):
     scratch = tmp_path / "scratch"  # where it writes its CIFAR-10 files, and must remove them
     scratch.mkdir()
     env = os.environ | {"PYTHONPATH": str(blocker), "TMPDIR": str(scratch)}
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     command = [sys.executable, "benchmarks/gpu.py", "--smoke", "--device", "cpu"]
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -22,7 +22,7 @@ import ray.autoscaler
 import yaml
 from ray.autoscaler._private import util
 
-CLUSTER_YAML = Path(__file__).resolve().parent.parent / "cluster.yaml"
+CLUSTER_YAML = Path(__file__).resolve().parents[2] / "cluster.yaml"
 RAY_SCHEMA = Path(ray.autoscaler.__file__).parent / "ray-schema.json"
 
 # A line that defines a mapping key: `key:`, `"quoted key":`, `- key:` (first key of a list item).

@@ -16,7 +16,7 @@ from trainables.config import TrialConfig
 from trainables.metrics import evaluation_metrics, evidence_metrics, final_metrics
 from trainables.train import CHECKPOINT_FILE, LocalReporter, run_trial
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow

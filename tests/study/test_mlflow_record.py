@@ -20,7 +20,7 @@ from search_spaces.spec import parse_spec
 from study.record import KIND, KIND_TAG, StudyRecord, training_dataset
 from trainables.config import TrialConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTE = "mlflow.note.content"
 TARGET = "probe/knn_top1_h"
 T_2 = 4.302652729749462  # Student's t(0.975, 2), 4.303 in any table
