@@ -1,4 +1,4 @@
-"""The headline of a study (issue 11, items 2 and 3): the study in one sentence, the findings
+"""The headline of a study: the study in one sentence, the findings
 with their evidence, the best point with its interval and the next study, said in at most six
 terminal lines, as markdown for MLflow and first in report.html; on hand-built results frames
 shaped like the default study (see tests/analysis/test_response_surface_effects.py)."""

@@ -1,4 +1,4 @@
-"""The notebook runs where it lives (issue 22, item 3): executed with ``jupyter nbconvert`` from its
+"""The notebook runs where it lives: executed with ``jupyter nbconvert`` from its
 own folder, as CI runs it, in a copy of the repository's layout whose root holds the study's
 store. It finds that store the way the CLI does, says which store it read, prints the report's
 own words for the response it shows, lists the studies the store holds when a name is wrong,

@@ -1,4 +1,4 @@
-"""One analysis, one answer (issue 22, item 2): the README's snippet, the notebook and the report
+"""One analysis, one answer: the README's snippet, the notebook and the report
 call ``analyse`` and print ``ResponseFit.summary()``: the same model, the same block term (and why),
 the same R² and the same optimum, or the same sentence saying why none is named."""
 

@@ -1,4 +1,4 @@
-"""Planning replicates (issue 10, item 4): the replicates ``study power`` asks for really give
+"""Planning replicates: the replicates ``study power`` asks for really give
 80% power, checked against the noncentral t distribution directly, on hand-built studies shaped
 like the default one (temperature × batch size on log scales, common seeds)."""
 

@@ -1,4 +1,4 @@
-"""Effects with their evidence, and the replicate as a block (issue 10, items 2 and 3), on small
+"""Effects with their evidence, and the replicate as a block, on small
 hand-built results frames shaped like the default study (temperature × batch size, both on a log
 scale, common seeds: replicate r uses seed r at every point)."""
 

@@ -143,7 +143,7 @@ def test_chem_react_in_two_blocks_matches_rsm():
     assert fit.predicted == pytest.approx(expected, abs=5e-6)
 
 
-def test_chem_react_without_its_blocks_departs_as_the_issue_says():
+def test_chem_react_without_its_blocks_puts_the_block_shift_into_the_error():
     """Ignoring the blocks puts the block shift into the error: lack of fit on 3 df against 5 df
     of pure error across blocks instead of 4 within them."""
     fit = chem_react(blocks=None)

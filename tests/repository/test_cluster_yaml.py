@@ -144,7 +144,7 @@ def test_commands_install_the_project_and_start_mlflow_on_localhost() -> None:
     assert node_types[config["head_node_type"]]["resources"].get("GPU", 0) == 0
 
 
-# Object storage (issue 14): every node reaches one bucket through its instance profile, the
+# Object storage: every node reaches one bucket through its instance profile, the
 # study and MLflow write there, and nothing mounts a shared filesystem.
 
 README = CLUSTER_YAML.parent / "README.md"

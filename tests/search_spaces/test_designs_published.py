@@ -1,4 +1,4 @@
-"""Response-surface and fractional designs against published tables (issue 10, item 1).
+"""Response-surface and fractional designs against published tables.
 
 Sources, copied by hand into the tables below:
 

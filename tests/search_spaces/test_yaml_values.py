@@ -1,4 +1,4 @@
-"""Study and trial files mean what the researcher wrote (issue 8, item 2 and its variants).
+"""Study and trial files mean what the researcher wrote.
 
 PyYAML reads YAML 1.1: ``1e-4`` is a string, ``yes``/``on`` are booleans, ``017`` is octal,
 ``1:20`` is 80, ``2024-05-01`` a date. These tests pin what each such input becomes in a study

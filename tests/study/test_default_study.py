@@ -146,7 +146,7 @@ def test_report_json_from_mlflow_and_from_parquet_agree(default_study, tmp_path)
     else:  # a saturated probe: nothing is modelled and no optimum is claimed
         assert knn["optimum"] is None and "nothing was modelled" in knn["notes"][0]
     assert a["frontier"] == b["frontier"] and a["frontier"]
-    # the report states at least one effect with its evidence (issue 10)
+    # the report states at least one effect with its evidence
     found = [s for r in a["responses"].values() for s in r.get("findings", [])
              if "95% CI" in s and "Holm-adjusted p" in s and "no detectable" not in s]  # fmt: skip
     assert found, a["responses"]
@@ -171,7 +171,7 @@ def test_notebook_executes_on_the_default_study(default_study, monkeypatch):
 @pytest.mark.slow
 def test_power_and_plan_plan_replicates_from_the_finished_study(default_study):
     """`study power` asks for the replicates that detect an effect from the study's own error;
-    `study plan` of the same study shows what its planned replicates detect (issue 10)."""
+    `study plan` of the same study shows what its planned replicates detect."""
     folder, _, _ = default_study
     done = subprocess.run([STUDY, "power", NAME, "--metric", "z/align", "--effect", "0.01"],
                           cwd=folder, capture_output=True, text=True)  # fmt: skip

@@ -1,4 +1,4 @@
-"""The MLflow record made for review (issue 11, item 1): the experiment's kind, description and
+"""The MLflow record made for review: the experiment's kind, description and
 runs-table views, the child runs' descriptions, source tags and training dataset, and the parent
 run's summary. A real embedded SQLite store, no Ray."""
 
@@ -288,7 +288,7 @@ def test_the_parent_description_can_be_rewritten_with_findings(recorded):
 
 
 def test_a_trials_evidence_lands_in_its_run_as_csv_json_and_png(recorded, tmp_path):
-    """finish_trial with the evidence a trial returns (issue 12): the tables as CSV, the whole as
+    """finish_trial with the evidence a trial returns: the tables as CSV, the whole as
     JSON, the source-return panel as PNG; a trial without evidence logs no evidence/ folder."""
     import base64
     import csv

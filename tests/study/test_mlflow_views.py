@@ -1,4 +1,4 @@
-"""MLflow's UI as the study's review surface (issue 22, item 1), checked without a browser: the
+"""MLflow's UI as the study's review surface, checked without a browser: the
 saved views' columns, their order and widths, the chart view's charts, the experiment's
 description of the columns, the parent run's findings first. The browser tests
 (test_browser_review.py) check what a person sees of them at 1280 and 1400 px."""

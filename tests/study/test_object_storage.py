@@ -1,4 +1,4 @@
-"""Studies whose storage is a bucket (issue 14): ``study run SPEC --storage s3://bucket/prefix``
+"""Studies whose storage is a bucket: ``study run SPEC --storage s3://bucket/prefix``
 against a real S3-compatible server (moto's, on 127.0.0.1), with real Ray Tune and MLflow.
 
 Everything every node must see is an object in the bucket: Ray's experiment storage, each

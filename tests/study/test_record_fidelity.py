@@ -1,5 +1,5 @@
 """The record reads back exactly, a finished study is never lost, and every command the product
-prints runs when pasted (issue 8, items 1, 3 and 7). Real MLflow (SQLite), real Ray, real bash.
+prints runs when pasted. Real MLflow (SQLite), real Ray, real bash.
 """
 
 from __future__ import annotations
@@ -106,8 +106,8 @@ def test_every_field_and_every_typed_string_reads_back_exactly(tmp_path):
 
 
 def test_records_written_before_the_lossless_tag_read_by_declared_type(tmp_path):
-    # the issue's record: params only, as the earlier version wrote them ("None" stays None:
-    # that text is the one a legacy record cannot tell from the value None)
+    # a record from before the lossless tag: params only, as the earlier version wrote them
+    # ("None" stays None: that text is the one a legacy record cannot tell from the value None)
     legacy = [t for t in TRICKY_TEXT if t != "None"]
     uri, plans = _record_of(tmp_path, legacy)
     client = MlflowClient(uri)
@@ -152,7 +152,7 @@ def test_a_finished_study_is_never_lost_and_its_commands_run_when_pasted(
     spec = write_spec(home / "s.yaml", "kept", factors={"temperature": {"levels": [0.1, 0.5]}},
                       trial={"data_root": "20240501", "budget_examples": 512,
                              "eval_marks": 1})  # fmt: skip
-    assert "data_root: '20240501'" in spec.read_text()  # quoted, as the issue's file
+    assert "data_root: '20240501'" in spec.read_text()  # quoted: bare, YAML reads it as a number
     uri = f"sqlite:///{home / 'mlflow.db'}"
     storage = home / "studies"
     blocker = storage / "kept" / "results.parquet"

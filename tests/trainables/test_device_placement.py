@@ -1,4 +1,4 @@
-"""The trial's device path (issue 9): data resident on the device, steps that never wait for it,
+"""The trial's device path: data resident on the device, steps that never wait for it,
 divergence caught at the exact step without a non-finite checkpoint, compiled and plain
 checkpoints that interchange, and evaluation on the trial's device.
 

@@ -1,4 +1,4 @@
-"""MNIST-format data (issue 20): the IDX reader, Fashion-MNIST from Debian's package folder, any
+"""MNIST-format data: the IDX reader, Fashion-MNIST from Debian's package folder, any
 MNIST-format folder (``mnist_idx``), their refusals, a bucket data_root, and a trial on them.
 
 IDX files are written here in the real format (``trainables.idx.write_idx``, and byte by byte

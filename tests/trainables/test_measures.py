@@ -1,4 +1,4 @@
-"""A trial's evidence (issue 12): conditional geometry, subgroup probes, shift tests and source
+"""A trial's evidence: conditional geometry, subgroup probes, shift tests and source
 return against brute-force loops, and the ``evidence`` a trial returns."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A data_root in a bucket (issue 14): listed where it lies, downloaded once per node into a
+"""A data_root in a bucket: listed where it lies, downloaded once per node into a
 cache keyed by its content, loaded as the same folder on disk would be.
 
 The bucket is a real S3 API (moto's server on 127.0.0.1, ``tests/kits/s3kit.py``) holding an

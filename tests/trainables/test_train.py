@@ -226,7 +226,7 @@ def test_bf16_trial_on_cuda():
     ],
 )
 def test_the_metric_catalogue_is_what_a_trial_reports(settings):
-    """Study files are checked against this catalogue before anything runs (issue 8)."""
+    """Study files are checked against this catalogue before anything runs."""
     config = TrialConfig(
         dataset="digits", budget_examples=128, batch_size=64, eval_marks=1, heldout_size=60,
         probe_train_size=60, linear_probe_iters=3, **settings,
