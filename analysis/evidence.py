@@ -18,6 +18,7 @@ has as ``evidence_card(df, source_return={label: table})`` (see :func:`evidence_
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import numbers
 import re
@@ -96,59 +97,78 @@ class AugmentationInfo:
     magnitude: Callable[[float], str]
 
 
-def _crop(s: float) -> str:
-    lo = min(1.0, max(0.08, 1 - 0.92 * s))
-    return f"area {lo:.2f}-1 of the image, aspect {(3 / 4) ** s:.2f}-{(4 / 3) ** s:.2f}"
+def _magnitude_words(component: str, s: float) -> str:
+    """One component's parameters at strength s, in words (the table is
+    :func:`trainables.augment.strength_parameters`; imported here, as it brings torch)."""
+    from trainables.augment import strength_parameters
+
+    p = strength_parameters(component, s)
+    if component == "crop":
+        return (
+            f"area {p['area_min']:.2f}-1 of the image, aspect "
+            f"{p['aspect_min']:.2f}-{p['aspect_max']:.2f}"
+        )
+    if component == "flip":
+        return f"horizontal, p = {p['p']:.2f}"
+    if component == "grayscale":
+        return f"p = {p['p']:.2f} (RGB only)"
+    if component == "rotate":
+        return f"angle uniform in ±{p['degrees']:.1f}°"
+    if component == "color":
+        return (
+            f"p = {p['p']:.1f}; brightness, contrast, saturation x[{p['factor_min']:.2f}, "
+            f"{p['factor_max']:.2f}], hue ±{p['hue']:.2f} turn"
+        )
+    if component == "blur":
+        return (
+            f"p = {p['p']:.1f}, Gaussian sigma up to {p['sigma_per_32px']:.2f} px per 32 px of side"
+        )
+    if component == "noise":
+        return f"additive Gaussian, std {p['std']:.3g} on [0, 1] pixels (images)"
+    return (
+        f"p = {p['p']:.1f}, one box of {p['area_min']:.2f}-{p['area_max']:.2f} of the area, "
+        "filled with the dataset mean"
+    )
 
 
+_WORDS = {
+    "crop": (
+        "local shape and texture inside the kept box; identity when the box covers the object",
+        "absolute position and scale, and everything outside the box (global layout)",
+    ),
+    "flip": (
+        "shape up to mirroring, texture, colour, scale",
+        "left-right orientation (handedness, reading direction)",
+    ),
+    "rotate": (
+        "shape up to a small rotation, texture, colour, scale",
+        "absolute orientation and slant within the angle range",
+    ),
+    "color": (
+        "spatial structure: shape, edges, layout",
+        "absolute brightness and contrast, and (RGB only) hue and saturation statistics",
+    ),
+    "grayscale": (
+        "luminance, shape, texture",
+        "chroma: hue and saturation (identity on 1-channel images)",
+    ),
+    "blur": (
+        "low spatial frequencies: coarse shape, layout, colour",
+        "high spatial frequencies: fine texture, sharp edges, small details",
+    ),
+    "noise": (
+        "shape, layout and mean intensities (vectors: position beyond the noise scale)",
+        "exact pixel values and low-amplitude fine detail (vectors: exact position)",
+    ),
+    "erase": (
+        "the rest of the image and its global layout",
+        "the content of one occluded rectangle (any single local part)",
+    ),
+}
 AUGMENTATION_INFO: Mapping[str, AugmentationInfo] = MappingProxyType(
     {
-        "crop": AugmentationInfo(
-            "local shape and texture inside the kept box; identity when the box covers the object",
-            "absolute position and scale, and everything outside the box (global layout)",
-            _crop,
-        ),
-        "flip": AugmentationInfo(
-            "shape up to mirroring, texture, colour, scale",
-            "left-right orientation (handedness, reading direction)",
-            lambda s: f"horizontal, p = {0.5 * min(s, 1):.2f}",
-        ),
-        "rotate": AugmentationInfo(
-            "shape up to a small rotation, texture, colour, scale",
-            "absolute orientation and slant within the angle range",
-            lambda s: f"angle uniform in ±{30 * s:.1f}°",
-        ),
-        "color": AugmentationInfo(
-            "spatial structure: shape, edges, layout",
-            "absolute brightness and contrast, and (RGB only) hue and saturation statistics",
-            lambda s: (
-                f"p = 0.8; brightness, contrast, saturation x[{max(0.0, 1 - 0.8 * s):.2f}, "
-                f"{1 + 0.8 * s:.2f}], hue ±{0.2 * s:.2f} turn"
-            ),
-        ),
-        "grayscale": AugmentationInfo(
-            "luminance, shape, texture",
-            "chroma: hue and saturation (identity on 1-channel images)",
-            lambda s: f"p = {0.2 * min(s, 1):.2f} (RGB only)",
-        ),
-        "blur": AugmentationInfo(
-            "low spatial frequencies: coarse shape, layout, colour",
-            "high spatial frequencies: fine texture, sharp edges, small details",
-            lambda s: f"p = 0.5, Gaussian sigma up to {2 * s:.2f} px per 32 px of side",
-        ),
-        "noise": AugmentationInfo(
-            "shape, layout and mean intensities (vectors: position beyond the noise scale)",
-            "exact pixel values and low-amplitude fine detail (vectors: exact position)",
-            lambda s: f"additive Gaussian, std {0.1 * s:.3g} on [0, 1] pixels (images)",
-        ),
-        "erase": AugmentationInfo(
-            "the rest of the image and its global layout",
-            "the content of one occluded rectangle (any single local part)",
-            lambda s: (
-                f"p = 0.5, one box of {0.02 * min(1.0, s):.2f}-{0.33 * s:.2f} of the area, "
-                "filled with the dataset mean"
-            ),
-        ),
+        name: AugmentationInfo(keeps, removes, functools.partial(_magnitude_words, name))
+        for name, (keeps, removes) in _WORDS.items()
     }
 )
 
@@ -794,8 +814,8 @@ class FamilyShift:
     at the design point where it is largest (mean over the point's replicates).
 
     ``covered_by``: the augmentation components whose training covers the family
-    (``trainables.shift.COVERED_BY``; None for a family it does not name); ``covered``: whether
-    this augmentation has one (None when the family or the augmentation is unknown);
+    (``trainables.corruptions.COVERED_BY``; None for a family it does not name); ``covered``:
+    whether this augmentation has one (None when the family or the augmentation is unknown);
     ``measured`` of ``trials``: the finished trials with both a clean and a corrupted top-1."""
 
     augmentation: str
@@ -845,13 +865,13 @@ def _shift_columns(df: pd.DataFrame, probe: str) -> dict[str, tuple[str | None, 
 
 
 def _family_order() -> dict[str, int]:
-    from trainables.shift import COVERED_BY
+    from trainables.corruptions import COVERED_BY
 
     return {family: i for i, family in enumerate(COVERED_BY)}
 
 
 def _coverage(augmentation: str | None, family: str) -> tuple[tuple[str, ...] | None, bool | None]:
-    from trainables.shift import COVERED_BY, covered
+    from trainables.corruptions import COVERED_BY, covered
 
     if family not in COVERED_BY:
         return None, None
@@ -861,7 +881,7 @@ def _coverage(augmentation: str | None, family: str) -> tuple[tuple[str, ...] | 
 
 def shift_drops(df: pd.DataFrame, probe: str = DEFAULT_TARGET) -> tuple[FamilyShift, ...]:
     """Every (training augmentation, corruption family) of the finished trials, in that order
-    (families in ``trainables.shift.COVERED_BY`` order): see :class:`FamilyShift`. A family
+    (families in ``trainables.corruptions.COVERED_BY`` order): see :class:`FamilyShift`. A family
     counts for an augmentation's trials when some finished trial on the same dataset measured
     it. Empty when the frame has no shift column for ``probe`` or no ``probe`` itself."""
     columns = _shift_columns(df, probe)
@@ -918,7 +938,7 @@ def shift_drops(df: pd.DataFrame, probe: str = DEFAULT_TARGET) -> tuple[FamilySh
 
 def _covered_cell(row: FamilyShift) -> str:
     if row.covered_by is None:
-        return "unknown (family not in trainables.shift.COVERED_BY)"
+        return "unknown (family not in trainables.corruptions.COVERED_BY)"
     names = " or ".join(row.covered_by)
     by = f"covered by {names}" if names else "no augmentation covers it"
     if row.covered is None:
@@ -986,8 +1006,8 @@ def shift_tests(df: pd.DataFrame, attrs: dict) -> str | Table:
         f"severities. A family holds up when its mean drop over severities is at most "
         f"{_fmt(HOLD_UP_DROP)} at every design point (mean over the point's replicates; the "
         "worst point is shown); it is covered when a component of the trials' training "
-        "augmentation trains for it (trainables.shift.COVERED_BY). Seen and unseen corruptions "
-        "are kept apart: only covered families that held up are claimed as "
+        "augmentation trains for it (trainables.corruptions.COVERED_BY). Seen and unseen "
+        "corruptions are kept apart: only covered families that held up are claimed as "
         f"learned invariances. {claims}"
         + (f" Mean over families and severities (shift/mean_*): {'; '.join(others)}." if others
            else "")

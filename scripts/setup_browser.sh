@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what the browser tests (tests/test_browser.py) drive: Debian's chromium and
+# Install what the browser tests (tests/study/test_browser_review.py) drive: Debian's chromium and
 # chromium-driver, at /usr/bin/chromium and /usr/bin/chromedriver. Nothing is done where both are
 # there already. Installing needs root: as root apt-get runs directly, otherwise through sudo;
 # with neither, or without apt-get, this fails saying what to install. Selenium itself comes with

@@ -668,8 +668,9 @@ def augment(
 
     It writes the new study file, keeping the old one's comments and layout; nothing runs
     until you run that file with study run."""
-    from study.augment import augment_study
-    from study.record import default_tracking_uri, shell_command, tool
+    from study.commands import shell_command, tool
+    from study.record import default_tracking_uri
+    from study.sequential import augment_study
 
     uri = tracking_uri or default_tracking_uri()
     face = face or ("ccc" if alpha is not None else "ccf")

@@ -23,9 +23,7 @@ import hashlib
 import json
 import math
 import os
-import shlex
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
@@ -49,10 +47,11 @@ from analysis.record import (
     encode_trial,
     study_runs,
 )
-from search_spaces.augment import parent_run_name
 from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
+from search_spaces.sequential import parent_run_name
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
 from study import EVIDENCE_KEY
+from study.commands import mlflow_command
 from trainables.config import TrialConfig
 from trainables.data import DATA_FIELDS, data_dir, data_key
 from trainables.remote import is_remote
@@ -111,35 +110,6 @@ def check_tracking_uri(uri: str, timeout: float = 5.0) -> None:
             f"--tracking-uri {uri!r}: expected sqlite:///PATH (embedded) or http(s)://HOST:PORT "
             "(an mlflow server); MLflow's file store is not supported"
         )
-
-
-def tool(name: str) -> str:
-    """A console script of this environment by full path (the venv need not be activated)."""
-    beside = Path(sys.executable).parent / name
-    return str(beside) if beside.exists() else name
-
-
-def shell_command(*argv: str, env: dict[str, str] | None = None) -> str:
-    """argv as one line that a POSIX shell runs as given: every word quoted where it must be
-    (spaces, ``#``, ``%``, parentheses, quotes, ``$``)."""
-    words = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()]
-    return " ".join([*words, *(shlex.quote(str(a)) for a in argv)])
-
-
-def ui_command(uri: str, port: int = 5000) -> str:
-    """The command that opens the MLflow UI on this record, ready to paste. One worker and no
-    job runner: MLflow 3.17 otherwise leaves its job runner behind when the UI is stopped."""
-    if uri.startswith("sqlite:///"):
-        return shell_command(
-            tool("mlflow"), "ui", "--backend-store-uri", uri, "--port", str(port), "--workers",
-            "1", env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-        )  # fmt: skip
-    return f"open {uri} in a browser (the MLflow server's own UI)"
-
-
-def mlflow_command(uri: str, *argv: str) -> str:
-    """An ``mlflow`` CLI command against this tracking store, ready to paste."""
-    return shell_command(tool("mlflow"), *argv, env={"MLFLOW_TRACKING_URI": uri})
 
 
 def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
@@ -314,7 +284,7 @@ def view_link(experiment_id: str, view: str, charts: bool = False) -> str:
 
 def ui_url(uri: str, port: int = 5000) -> str:
     """The address of the MLflow UI on this record: the server's own, or the one
-    :func:`ui_command` starts on this machine."""
+    :func:`study.commands.ui_command` starts on this machine."""
     if uri.startswith(("http://", "https://")):
         return uri.rstrip("/") + "/"
     return f"http://127.0.0.1:{port}/"
@@ -1007,6 +977,6 @@ class StudyRecord:
 
 
 __all__ = [
-    "StudyRecord", "check_store", "check_tracking_uri", "default_tracking_uri", "mlflow_command",
-    "shell_command", "ui_command", "ui_url", "view_link",
+    "StudyRecord", "check_store", "check_tracking_uri", "default_tracking_uri", "ui_url",
+    "view_link",
 ]  # fmt: skip

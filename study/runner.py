@@ -30,6 +30,7 @@ import yaml
 from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPlan, build_design
 from search_spaces.spec import StudyError, StudySpec, load_spec, parse_spec
 from study.baselines import measure_for_study
+from study.commands import shell_command, tool, ui_command
 from study.export import export_parquet
 from study.lease import study_lease
 from study.progress import ProgressView, StudyProgress
@@ -40,9 +41,6 @@ from study.record import (
     check_store,
     check_tracking_uri,
     default_tracking_uri,
-    shell_command,
-    tool,
-    ui_command,
     ui_url,
     view_link,
 )

@@ -17,7 +17,6 @@ and ``mlartifacts/`` (MLflow's artifacts with the embedded SQLite store).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import tempfile
 import uuid
@@ -25,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainables.checkpoints import CHECKPOINT, Retention
 from trainables.remote import is_remote
 
 DONE = "DONE"  # written last into a checkpoint folder: the checkpoint is complete
-CHECKPOINT = re.compile(r"^checkpoint_(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -155,38 +154,55 @@ def check_writable(storage: Storage) -> None:
 # ---------------------------------------------------------------------------------------------
 # a trial's checkpoints
 # ---------------------------------------------------------------------------------------------
+class _StoredFolder:
+    """A trial's folder of the study's storage as a checkpoint folder
+    (:class:`trainables.checkpoints.CheckpointFolder`): a checkpoint is uploaded, then its
+    ``DONE`` marker written last, so a folder without ``DONE`` (a writer killed mid-upload)
+    never counts."""
+
+    def __init__(self, trial: Storage) -> None:
+        self.trial = trial
+
+    def put(self, local: str | Path, name: str) -> None:
+        self.trial.delete(name)  # an upload a killed writer left half done
+        self.trial.upload(local, name)
+        self.trial.write_text(str(int(name.removeprefix("checkpoint_"))), name, DONE)  # the step
+
+    def complete(self) -> list[str]:
+        names = [n for n in self.trial.folders() if CHECKPOINT.match(n)]
+        return [n for n in names if self.trial.exists(n, DONE)]
+
+    def remove(self, name: str) -> None:
+        self.trial.delete(name)
+
+
 class StoredCheckpoints:
     """A trial's checkpoints in its folder of the study's storage (``trials/<key>/``).
 
     ``save`` uploads a local checkpoint folder as ``checkpoint_<step>/`` and writes ``DONE`` in it
-    last, so a folder without ``DONE`` (a writer killed mid-upload) never counts; the ``keep``
-    newest complete ones stay. ``latest`` downloads the newest complete one to a local temporary
-    folder, the copy ``run_trial`` resumes from, and removes the previous such copy."""
+    last; the ``keep`` newest complete ones stay (:class:`trainables.checkpoints.Retention`, as
+    a local trial keeps its own). ``latest`` downloads the newest complete one to a local
+    temporary folder, the copy ``run_trial`` resumes from, and removes the previous such copy."""
 
     def __init__(self, trial: Storage, keep: int = 2) -> None:
         self.trial, self.keep = trial, keep
+        self._kept = Retention(_StoredFolder(trial), keep)
         self._downloaded: str | None = None
 
     def save(self, local: str | Path, step: int) -> None:
-        name = f"checkpoint_{step:012d}"
-        self.trial.delete(name)  # an upload a killed writer left half done
-        self.trial.upload(local, name)
-        self.trial.write_text(str(step), name, DONE)
-        for old in self.complete()[: -self.keep]:
-            self.trial.delete(old)
+        self._kept.save(local, step)
 
     def complete(self) -> list[str]:
         """Complete checkpoint folders, oldest first."""
-        names = [n for n in self.trial.folders() if CHECKPOINT.match(n)]
-        return sorted(n for n in names if self.trial.exists(n, DONE))
+        return self._kept.names()
 
     def latest(self) -> str | None:
-        found = self.complete()
-        if not found:
+        found = self._kept.latest()
+        if found is None:
             return None
         self.release()
         copy = tempfile.mkdtemp(prefix="trial-resume-")
-        self.trial.download(copy, found[-1])
+        self.trial.download(copy, found)
         self._downloaded = copy
         return copy
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from processkit import kill_processes_mentioning
 from s3kit import s3_server  # noqa: F401  (the fixture: a real moto S3 server on 127.0.0.1)
 
 
@@ -36,30 +37,6 @@ def ray_tmp(monkeypatch):
     yield path
     kill_processes_mentioning(path)
     shutil.rmtree(path, ignore_errors=True)
-
-
-def kill_processes_mentioning(text: str) -> list[int]:
-    import os
-
-    import psutil
-
-    killed = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        if proc.pid == os.getpid():
-            continue
-        try:
-            cmdline = " ".join(proc.info["cmdline"] or [])
-            environ = proc.environ() if text not in cmdline else {}
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-        if text in cmdline or any(text in v for v in environ.values()):
-            try:
-                proc.kill()
-                killed.append(proc)
-            except psutil.NoSuchProcess:
-                pass
-    psutil.wait_procs(killed, timeout=10)
-    return [p.pid for p in killed]
 
 
 @pytest.fixture

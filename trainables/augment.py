@@ -8,11 +8,9 @@ device) or on the CPU (inside DataLoader workers); randomness comes from an expl
 ``torch.Generator``, which the training loop seeds from (seed, step) so a resumed trial sees the
 same views.
 
-Strength s scales every component, and s = 0 makes each one the identity: crop scale lower bound
-1 - 0.92 s (0.08 at s = 1), aspect range (3/4, 4/3)^s, flip probability 0.5 min(s, 1), rotation
-±30° s, colour jitter 0.8 s (hue 0.2 s), grayscale probability 0.2 min(s, 1), blur sigma up to 2 s
-(per 32 px), noise std 0.1 s (images) or ``vector_noise`` s (vectors), erased area up to 0.33 s.
-At s = 1 these are SimCLR's settings.
+Strength s scales every component, and s = 0 makes each one the identity; each component's
+parameters at strength s are :func:`strength_parameters` (the one table: the transform draws
+from it and the evidence card describes it). At s = 1 they are SimCLR's settings.
 """
 
 from __future__ import annotations
@@ -73,6 +71,41 @@ def _yiq_matrices(device: str, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     return to_yiq.to(device), torch.linalg.inv(to_yiq).to(device)
 
 
+def strength_parameters(component: str, strength: float) -> dict[str, float]:
+    """The parameters of one component at strength s (``strength``, >= 0; 0: the identity).
+
+    crop: box area uniform in [``area_min``, 1] (1 - 0.92 s, at least 0.08), aspect ratio
+    log-uniform in [``aspect_min``, ``aspect_max``] ((3/4)^s, (4/3)^s); flip: probability ``p``
+    (0.5 min(s, 1)); rotate: angle uniform in ±``degrees`` (30 s); color: with probability ``p``
+    (0.8), brightness, contrast and saturation factors uniform in [``factor_min``,
+    ``factor_max``] (1 ∓ 0.8 s) and hue ±``hue`` turns (0.2 s); grayscale: probability ``p``
+    (0.2 min(s, 1)); blur: with probability ``p`` (0.5), sigma up to ``sigma_per_32px`` (2 s) per
+    32 px of side; noise: Gaussian ``std`` (0.1 s) on [0, 1] pixels (vectors: ``vector_noise``
+    s instead); erase: with probability ``p`` (0.5), one box of area uniform in [``area_min``,
+    ``area_max``] (0.02 min(s, 1), 0.33 s) of the image.
+    """
+    s = float(strength)
+    if component == "crop":
+        return {"area_min": min(1.0, max(0.08, 1 - 0.92 * s)), "aspect_min": (3 / 4) ** s,
+                "aspect_max": (4 / 3) ** s}  # fmt: skip
+    if component == "flip":
+        return {"p": 0.5 * min(1.0, s)}
+    if component == "rotate":
+        return {"degrees": 30 * s}
+    if component == "color":
+        return {"p": 0.8, "factor_min": max(0.0, 1 - 0.8 * s), "factor_max": 1 + 0.8 * s,
+                "hue": 0.2 * s}  # fmt: skip
+    if component == "grayscale":
+        return {"p": 0.2 * min(1.0, s)}
+    if component == "blur":
+        return {"p": 0.5, "sigma_per_32px": 2.0 * s}
+    if component == "noise":
+        return {"std": 0.1 * s}
+    if component == "erase":
+        return {"p": 0.5, "area_min": 0.02 * min(1.0, s), "area_max": 0.33 * s}
+    raise ValueError(f"augmentation component {component!r}: expected one of {COMPONENTS}")
+
+
 def _uniform(g: torch.Generator, n: int, lo: float, hi: float, device) -> Tensor:
     return torch.rand(n, generator=g, device=device) * (hi - lo) + lo
 
@@ -124,7 +157,7 @@ class ViewAugment:
             x = self._blur(x, g)
         if "noise" in self.components:
             noise = torch.randn(x.shape, generator=g, device=x.device, dtype=x.dtype)
-            x = (x + 0.1 * s * noise).clamp(0, 1)
+            x = (x + strength_parameters("noise", s)["std"] * noise).clamp(0, 1)
         if "erase" in self.components:
             x = self._erase(x, g)
         return x
@@ -136,19 +169,23 @@ class ViewAugment:
         w = h = torch.ones(b, device=dev)
         cx = cy = torch.zeros(b, device=dev)
         if "crop" in self.components:
-            lo = min(1.0, max(0.08, 1 - 0.92 * s))
-            area = _uniform(g, b, lo, 1.0, dev)
-            log_ratio = _uniform(g, b, s * math.log(3 / 4), s * math.log(4 / 3), dev)
+            crop = strength_parameters("crop", s)
+            area = _uniform(g, b, crop["area_min"], 1.0, dev)
+            log_ratio = _uniform(
+                g, b, math.log(crop["aspect_min"]), math.log(crop["aspect_max"]), dev
+            )
             w = (area * log_ratio.exp()).sqrt().clamp(max=1.0)  # box width, fraction of side
             h = (area / log_ratio.exp()).sqrt().clamp(max=1.0)
             cx = (torch.rand(b, generator=g, device=dev) * 2 - 1) * (1 - w)
             cy = (torch.rand(b, generator=g, device=dev) * 2 - 1) * (1 - h)
         sign = torch.ones(b, device=dev)
         if "flip" in self.components:
-            sign = torch.where(_bernoulli(g, b, 0.5 * min(1.0, s), dev), -1.0, 1.0)
+            flip = strength_parameters("flip", s)["p"]
+            sign = torch.where(_bernoulli(g, b, flip, dev), -1.0, 1.0)
         angle = torch.zeros(b, device=dev)
         if "rotate" in self.components:
-            angle = _uniform(g, b, -math.pi / 6 * s, math.pi / 6 * s, dev)
+            most = math.radians(strength_parameters("rotate", s)["degrees"])
+            angle = _uniform(g, b, -most, most, dev)
         cos, sin = angle.cos(), angle.sin()
         # output (u, v) in [-1, 1]^2 samples input at R(angle) @ diag(sign*w, h) @ (u, v) + (cx, cy)
         theta = torch.stack(
@@ -164,14 +201,16 @@ class ViewAugment:
         )
 
     def _color(self, x: Tensor, g: torch.Generator) -> Tensor:
-        """Colour jitter with probability 0.8: brightness, contrast, saturation, hue."""
-        b, dev, s = x.shape[0], x.device, self.strength
-        apply = _bernoulli(g, b, 0.8, dev)[:, None, None, None]
+        """Colour jitter with probability p: brightness, contrast, saturation, hue."""
+        b, dev = x.shape[0], x.device
+        jitter = strength_parameters("color", self.strength)
+        apply = _bernoulli(g, b, jitter["p"], dev)[:, None, None, None]
         shape = (b, 1, 1, 1)
-        bright = _uniform(g, b, max(0.0, 1 - 0.8 * s), 1 + 0.8 * s, dev).view(shape)
-        contrast = _uniform(g, b, max(0.0, 1 - 0.8 * s), 1 + 0.8 * s, dev).view(shape)
-        saturation = _uniform(g, b, max(0.0, 1 - 0.8 * s), 1 + 0.8 * s, dev).view(shape)
-        hue = _uniform(g, b, -0.2 * s, 0.2 * s, dev)
+        lo, hi = jitter["factor_min"], jitter["factor_max"]
+        bright = _uniform(g, b, lo, hi, dev).view(shape)
+        contrast = _uniform(g, b, lo, hi, dev).view(shape)
+        saturation = _uniform(g, b, lo, hi, dev).view(shape)
+        hue = _uniform(g, b, -jitter["hue"], jitter["hue"], dev)
         y = (x * bright).clamp(0, 1)
         mean = _luma(y).mean(dim=(1, 2, 3), keepdim=True)
         y = ((y - mean) * contrast + mean).clamp(0, 1)
@@ -184,19 +223,18 @@ class ViewAugment:
     def _grayscale(self, x: Tensor, g: torch.Generator) -> Tensor:
         if x.shape[1] != 3:
             return x
-        apply = _bernoulli(g, x.shape[0], 0.2 * min(1.0, self.strength), x.device)[
-            :, None, None, None
-        ]
+        p = strength_parameters("grayscale", self.strength)["p"]
+        apply = _bernoulli(g, x.shape[0], p, x.device)[:, None, None, None]
         return torch.where(apply, _luma(x).expand_as(x), x)
 
     def _blur(self, x: Tensor, g: torch.Generator) -> Tensor:
-        """Gaussian blur with probability 0.5 and a per-sample sigma, as a grouped conv."""
+        """Gaussian blur with probability p and a per-sample sigma, as a grouped conv."""
         b, c, height, width = x.shape
-        dev, s = x.device, self.strength
-        sigma_max = max(1e-3, 2.0 * s * min(height, width) / 32)
+        dev, blur = x.device, strength_parameters("blur", self.strength)
+        sigma_max = max(1e-3, blur["sigma_per_32px"] * min(height, width) / 32)
         radius = max(1, min(math.ceil(2 * sigma_max), (min(height, width) - 1) // 2))
         sigma = _uniform(g, b, min(0.1, sigma_max), sigma_max, dev)
-        sigma = torch.where(_bernoulli(g, b, 0.5, dev), sigma, 1e-3)  # 1e-3: identity kernel
+        sigma = torch.where(_bernoulli(g, b, blur["p"], dev), sigma, 1e-3)  # 1e-3: identity kernel
         taps = torch.arange(-radius, radius + 1, device=dev, dtype=x.dtype)
         kernel = torch.exp(-(taps[None, :] ** 2) / (2 * sigma[:, None] ** 2))
         kernel = (kernel / kernel.sum(dim=1, keepdim=True)).repeat_interleave(c, dim=0)  # (B*C, k)
@@ -208,16 +246,16 @@ class ViewAugment:
         return y.reshape(b, c, height, width)
 
     def _erase(self, x: Tensor, g: torch.Generator) -> Tensor:
-        """Random erasing with probability 0.5: one rectangle per sample set to ``fill``."""
+        """Random erasing with probability p: one rectangle per sample set to ``fill``."""
         b, c, height, width = x.shape
-        dev, s = x.device, self.strength
-        area = _uniform(g, b, 0.02 * min(1.0, s), 0.33 * s, dev)
+        dev, erase = x.device, strength_parameters("erase", self.strength)
+        area = _uniform(g, b, erase["area_min"], erase["area_max"], dev)
         log_ratio = _uniform(g, b, math.log(0.3), math.log(3.3), dev)
         eh = (area / log_ratio.exp()).sqrt().clamp(max=1.0)  # fraction of height
         ew = (area * log_ratio.exp()).sqrt().clamp(max=1.0)
         top = torch.rand(b, generator=g, device=dev) * (1 - eh)
         left = torch.rand(b, generator=g, device=dev) * (1 - ew)
-        apply = _bernoulli(g, b, 0.5, dev)
+        apply = _bernoulli(g, b, erase["p"], dev)
         rows = (torch.arange(height, device=dev) + 0.5) / height
         cols = (torch.arange(width, device=dev) + 0.5) / width
         in_rows = (rows[None] >= top[:, None]) & (rows[None] < (top + eh)[:, None])  # (B, H)

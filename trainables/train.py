@@ -16,7 +16,7 @@ channels_last, and ``compile`` (auto: on for CUDA) compiles the training forward
 runs on the trial's device too.
 
 The final evaluation (at the last step) also measures the trial's evidence once
-(:mod:`trainables.evidence`: conditional geometry, subgroup probes, shift tests, source return):
+(:mod:`trainables.measures`: conditional geometry, subgroup probes, shift tests, source return):
 its metrics join that evaluation's, its tables are the result's ``evidence``; a trial that
 diverged or collapsed before its last step has none.
 
@@ -54,6 +54,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
+from trainables.checkpoints import LocalFolder, Retention
 from trainables.config import TrialConfig
 from trainables.data import (
     DataBundle,
@@ -68,7 +69,8 @@ from trainables.data import (
 )
 from trainables.diagnostics import pair_diagnostics
 from trainables.encoders import ContrastiveModel, build_model
-from trainables.evidence import evidence_metrics, trial_evidence
+from trainables.measures import trial_evidence
+from trainables.metrics import TIMES
 from trainables.objectives import (
     Gather,
     NonFiniteError,
@@ -88,8 +90,6 @@ from trainables.probes import (
 
 CHECKPOINT_FILE = "trial.pt"
 EVAL_VIEWS_SEED = 2**31 - 1  # held-out views are the same for every trial of a study
-STATUSES = ("finished", "diverged", "collapsed")
-TIMES = ("train_s", "eval_s", "data_s", "checkpoint_s", "compile_s", "evidence_s")
 CONV_ENCODERS = ("small_cnn", "resnet18")
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests may pick a lighter one)
 COMPILED_PREFIX = "_orig_mod."  # what torch.compile's wrapper puts before every state key
@@ -108,33 +108,26 @@ class Reporter(Protocol):
 
 
 class LocalReporter:
-    """Keeps every report in memory and checkpoints under ``root`` (the Ray-free reporter)."""
+    """Keeps every report in memory and checkpoints under ``root`` (the Ray-free reporter), the
+    ``keep`` newest (:class:`trainables.checkpoints.Retention`)."""
 
     def __init__(self, root: str | Path | None = None, keep: int = 2) -> None:
         self.root = Path(root) if root is not None else None
         self.keep = keep
         self.history: list[tuple[int, dict[str, float]]] = []
+        self._kept = Retention(LocalFolder(self.root), keep) if self.root is not None else None
 
     def report(
         self, metrics: dict[str, float], *, step: int, checkpoint_dir: str | None = None
     ) -> None:
         self.history.append((step, dict(metrics)))
-        if checkpoint_dir is None or self.root is None:
-            return
-        import shutil
-
-        target = self.root / f"checkpoint_{step:012d}"
-        partial = target.with_suffix(".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        shutil.copytree(checkpoint_dir, partial)
-        partial.rename(target)  # atomic: a kill never leaves a half-written checkpoint
-        for old in self.checkpoints()[: -self.keep]:
-            shutil.rmtree(old, ignore_errors=True)
+        if checkpoint_dir is not None and self._kept is not None:
+            self._kept.save(checkpoint_dir, step)
 
     def checkpoints(self) -> list[Path]:
-        if self.root is None or not self.root.is_dir():
+        if self._kept is None or self.root is None:
             return []
-        return sorted(p for p in self.root.glob("checkpoint_*") if p.suffix != ".partial")
+        return [self.root / name for name in self._kept.names()]
 
     def latest_checkpoint(self) -> str | None:
         found = self.checkpoints()
@@ -541,7 +534,7 @@ class _Trial:
         self.candidates_steps = 0
         self.times = dict.fromkeys(TIMES, 0.0)
         self.last_metrics: dict[str, float] = {}
-        self.evidence: dict[str, Any] = {}  # the final evaluation's (trainables.evidence)
+        self.evidence: dict[str, Any] = {}  # the final evaluation's (trainables.measures)
         self.status = "finished"
 
     # -- checkpoints --
@@ -875,35 +868,6 @@ class _Trial:
         }
 
 
-def evaluation_metrics(config: TrialConfig) -> tuple[str, ...]:
-    """Every metric name an evaluation of this trial reports (``train/``, ``h/``, ``z/``,
-    ``sim/``, ``loss/``, ``probe/``), known before the trial runs."""
-    names = [
-        "train/loss", "train/lr", "train/examples_seen", "train/steps", "train/examples_per_s",
-    ]  # fmt: skip
-    geometry = ("align", "uniform", "effective_rank", "dim_std_min", "dim_std_mean", "zero_rows")
-    names += [f"{space}/{m}" for space in ("h", "z") for m in geometry]
-    names += ["sim/pos_mean", "sim/neg_mean", "sim/neg_q99", "sim/false_negative_rate"]
-    if config.objective == "info_nce":
-        names.append("sim/hardest_neg_share")
-    names += ["loss/candidates", "loss/candidates_steps"]
-    probes = ("knn", "linear") if config.linear_probe else ("knn",)
-    names += [f"probe/{p}_top1_{space}" for p in probes for space in ("h", "z")]
-    return tuple(names)
-
-
-def final_metrics(config: TrialConfig) -> tuple[str, ...]:
-    """Every numeric name in the result of a trial that reached its last step: the last
-    evaluation's metrics (those of every evaluation and the evidence's,
-    :func:`trainables.evidence.evidence_metrics`), ``examples_seen``, ``steps``, ``wall_s`` and
-    ``time/*``. A trial that diverged or collapsed before its last step lacks the evidence's."""
-    times = tuple(f"time/{k}" for k in TIMES)
-    return (
-        *evaluation_metrics(config), *evidence_metrics(config),
-        "examples_seen", "steps", "resumed_from", "wall_s", *times,
-    )  # fmt: skip
-
-
 def run_trial(
     config: TrialConfig | dict[str, Any], reporter: Reporter | None = None
 ) -> dict[str, Any]:
@@ -930,7 +894,7 @@ def run_trial(
         (training-step, evaluation, data, checkpoint, compile and evidence seconds, cumulative
         across resumes; on CUDA the views are augmented in the training stream, so their device
         time is in ``train_s``, and the first compiled step, compiling included, is
-        ``compile_s``) and ``evidence``: the tables of :func:`trainables.evidence.trial_evidence`
+        ``compile_s``) and ``evidence``: the tables of :func:`trainables.measures.trial_evidence`
         (a JSON-serialisable dict; empty unless the trial reached its last step).
     """
     if not isinstance(config, TrialConfig):

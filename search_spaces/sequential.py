@@ -1,0 +1,446 @@
+"""Sequential studies: a finished two-level factorial becomes a central composite design, run as
+a second block.
+
+:func:`augment_spec` turns the factorial's study file into the central composite's: the same
+study name (so the same MLflow experiment), description, fixed fields, budget, factors,
+resources, replicates and seed, with ``design`` set to ``central_composite`` and
+``design.augments`` naming the factorial (its ``spec_sha`` and kind). The design built from it
+(:func:`augmented_design`, which :func:`search_spaces.designs.build_design` calls for any study
+with ``design.augments``) is the factorial's trials as block 1, under their own keys and seeds
+(found in the record as FINISHED, never re-run), and the axial and centre points as block 2.
+:func:`augmented_yaml` writes the new study file as an edit of the factorial's own. Nothing here
+reads or writes the record.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from search_spaces.designs import (
+    INTEGER_FIELDS,
+    FixedDesign,
+    Point,
+    TrialPlan,
+    _batch_rule,
+    _continuous,
+    _default,
+    _fixed_design,
+    _on_scale,
+    _valid_batches,
+    build_design,
+    fixed_fields,
+    trial_config,
+)
+from search_spaces.spec import (
+    DEFAULT_CENTER,
+    Factor,
+    StudyError,
+    StudySpec,
+    kind_words,
+    parse_spec,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# the augmented design: block 1 the factorial as planned, block 2 its axial and centre points
+# ---------------------------------------------------------------------------------------------
+def check_augmentable(spec: StudySpec) -> list[str]:
+    """The numeric factors of a two-level factorial that a central composite can extend;
+    StudyError naming the field and value for any other study."""
+    kind = spec.design.kind
+    if kind not in ("full_factorial", "fractional_factorial") or spec.design.augments:
+        what = "an augmented design already" if spec.design.augments else f"a {kind}"
+        raise StudyError(
+            f"design.kind: {kind!r}: only a finished two-level factorial (full_factorial or "
+            f"fractional_factorial) can be augmented to a central composite; this study is {what}"
+        )
+    numeric = [n for n, f in spec.factors.items() if f.is_numeric]
+    if not numeric:
+        why = "; ".join(f"{n} takes {kind_words(n)}" for n in spec.factors)
+        raise StudyError(
+            f"factors: a central composite needs at least one numeric factor to put axial and "
+            f"centre points on, but every factor is categorical ({why})"
+        )
+    for name in numeric:
+        factor = spec.factors[name]
+        if factor.levels is not None and len(factor.levels) != 2:
+            raise StudyError(
+                f"factors.{name}: levels {factor.levels}: augmenting to a central composite "
+                f"needs exactly 2 levels per numeric factor (its -1 and +1), got "
+                f"{len(factor.levels)}"
+            )
+    return numeric
+
+
+def factorial_spec(spec: StudySpec) -> StudySpec:
+    """The study file of the factorial an augmented design extends: this one with ``design``
+    set back to ``design.augments``' kind (and generators or resolution), replicates and seed."""
+    augments = spec.design.augments
+    data = spec.canonical()
+    design = {"kind": augments.kind, "replicates": spec.design.replicates,
+              "seed": spec.design.seed}  # fmt: skip
+    for option in ("generators", "resolution"):
+        if getattr(augments, option) is not None:
+            design[option] = getattr(augments, option)
+    data["design"] = design
+    return parse_spec(data, f"{spec.study} (design.augments)")
+
+
+def augment_alpha(face: str, rule: str | float, k: int, factorial: int, center: int) -> float:
+    """The axial distance of the augmenting block in coded units of the factorial's ±1.
+
+    ccf: 1. ``rotatable``: F^(1/4) for the F factorial points (2^k, or 2^(k-p) for a fraction).
+    ``orthogonal``: orthogonal blocking of the two blocks (Box and Hunter 1957; Montgomery,
+    Design and Analysis of Experiments, §11.4.2): each block's sum of x_i^2 in proportion to its
+    size, F / (F + c1) = 2 alpha^2 / (2k + c2), with no centre runs in the finished factorial
+    (c1 = 0): alpha = sqrt((2k + c2) / 2); the block effect then leaves the quadratic
+    coefficients unbiased and uncorrelated with it. A number: itself.
+    """
+    if face == "ccf":
+        return 1.0
+    if rule == "rotatable":
+        return float(factorial**0.25)
+    if rule == "orthogonal":
+        return float(math.sqrt((2 * k + center) / 2))
+    return float(rule)
+
+
+def _beyond(name: str, factor: Factor, coded: float, fixed: dict, snapped: dict) -> Any:
+    """A value at a coded distance beyond the bounds (a ccc axial point), snapped for an integer
+    field without the bounds' clamp; refused when snapping pulls it back into the factorial."""
+    value = _on_scale(factor, (coded + 1) / 2)
+    if name not in INTEGER_FIELDS:
+        return value
+    if name == "batch_size":
+        candidates = _valid_batches(2, _default(fixed, "budget_examples"), fixed)
+        if factor.scale == "log" and value > 0:
+            result = min(candidates, key=lambda d: abs(math.log(d / value)))
+        else:
+            result = min(candidates, key=lambda d: abs(d - value))
+    else:
+        result = round(value)
+    lo, hi = factor.bounds
+    if lo <= result <= hi:
+        raise StudyError(
+            f"factors.{name}: the axial point at {coded:+.4g} coded units is {name} = "
+            f"{value:.4g}, but the nearest valid {name} is {result} (a batch size "
+            f"{_batch_rule(fixed)}), inside the factorial's range "
+            f"[{lo:g}, {hi:g}]: the axial point would not be one; use face ccf or another alpha"
+            if name == "batch_size"
+            else f"factors.{name}: the axial point at {coded:+.4g} coded units rounds to "
+            f"{result}, inside the factorial's range [{lo:g}, {hi:g}]; use face ccf or another "
+            "alpha"
+        )
+    if not math.isclose(result, value):
+        snapped[name] = value
+    return result
+
+
+def _bound(name: str, factor: Factor, high: bool) -> Any:
+    """A numeric factor's low or high level as the study file types it."""
+    if factor.levels is not None:
+        return (max if high else min)(factor.levels)
+    value = factor.range[int(high)]
+    return int(value) if name in INTEGER_FIELDS else value
+
+
+def _augment_points(spec: StudySpec, numeric: list[str], alpha: float) -> list[Point]:
+    """The axial points (-alpha, +alpha on each numeric factor in turn) and the centre runs,
+    crossed with every combination of the categorical factors."""
+    k, fixed = len(numeric), fixed_fields(spec)
+    categorical = [n for n in spec.factors if n not in numeric]
+    rows: list[tuple[list[float], str]] = []
+    if not (k == 1 and alpha == 1.0):  # one factor at alpha 1: the axial points are factorial
+        for i in range(k):
+            for sign in (-1.0, 1.0):
+                rows.append(([sign * alpha if j == i else 0.0 for j in range(k)], "axial"))
+    rows += [([0.0] * k, "center")] * spec.design.center
+    points = []
+    for combo in itertools.product(*[spec.factors[n].levels for n in categorical]):
+        runs = 0
+        for coded, role in rows:
+            snapped: dict[str, float] = {}
+            values = {}
+            for name, c in zip(numeric, coded, strict=True):
+                factor = spec.factors[name]
+                if abs(c) > 1 + 1e-12:
+                    values[name] = _beyond(name, factor, c, fixed, snapped)
+                elif abs(c) == 1:  # the factorial's own level, exactly (never exp(log(x)))
+                    values[name] = _bound(name, factor, c > 0)
+                else:
+                    values[name] = _continuous(name, factor, (c + 1) / 2, fixed, snapped)
+            values |= dict(zip(categorical, combo, strict=True))
+            values = {n: values[n] for n in spec.factors}
+            points.append(Point(values, snapped, role, runs if role == "center" else 0))
+            runs += role == "center"
+    return points
+
+
+def augmented_design(spec: StudySpec) -> FixedDesign:
+    """Block 1: the factorial's trials as it planned them (same keys and seeds, so the finished
+    runs are found and never re-run). Block 2: axial and centre points, numbered after it, with
+    the factorial's common seeds (centre run c: seed + c * replicates + r, as every centre run)."""
+    augments = spec.design.augments
+    base_spec = factorial_spec(spec)
+    if base_spec.sha != augments.spec_sha:
+        raise StudyError(
+            f"design.augments.spec_sha: {augments.spec_sha} is not the fingerprint of this study "
+            f"file with design kind {augments.kind} ({base_spec.sha}): its factors, fixed fields, "
+            "budget or resources differ from those of the factorial it augments"
+        )
+    numeric = check_augmentable(base_spec)
+    base = _fixed_design(base_spec)
+    block1 = [replace(t, role="factorial", block=1) for t in base.trials]
+    factorial = len({tuple(t.factors[n] for n in numeric) for t in base.trials})
+    rule = spec.design.alpha
+    alpha = augment_alpha(spec.design.face, rule, len(numeric), factorial, spec.design.center)
+    first = len({t.point_id for t in base.trials})
+    replicates = spec.design.replicates
+    block2 = []
+    for index, point in enumerate(_augment_points(spec, numeric, alpha)):
+        for replicate in range(replicates):
+            seed = spec.design.seed + point.run * replicates + replicate
+            try:
+                config = trial_config(spec, point.values, seed)
+            except StudyError as err:
+                raise StudyError(
+                    f"{err}; at the {point.role} point {point.values} of the augmenting block "
+                    f"(alpha {alpha:.4g}): use face ccf or a smaller alpha"
+                ) from None
+            block2.append(TrialPlan(f"p{first + index:03d}", replicate, seed, point.values,
+                                    config, point.snapped, role=point.role, block=2))  # fmt: skip
+    structure = {
+        "face": spec.design.face, "alpha": alpha,
+        "alpha_rule": f"{rule} (blocking)" if rule == "orthogonal" else rule,
+        "center_runs": spec.design.center, "numeric_factors": numeric,
+        "augments": augments.model_dump(mode="json", exclude_none=True),
+        "blocks": {"1": len(block1), "2": len(block2)},
+        "note": f"block 1: the {augments.kind} {augments.spec_sha} ({len(block1)} trials, run "
+                f"before); block 2: {len(block2)} axial and centre trials",
+    }  # fmt: skip
+    return FixedDesign(spec, tuple(block1 + block2), structure)
+
+
+# ---------------------------------------------------------------------------------------------
+# the augmented study file
+# ---------------------------------------------------------------------------------------------
+def augment_spec(
+    spec: StudySpec,
+    *,
+    face: str = "ccf",
+    alpha: str | float | None = None,
+    center: int = DEFAULT_CENTER,
+) -> tuple[StudySpec, FixedDesign]:
+    """The central composite study that extends ``spec`` (a two-level factorial), and its design
+    with every trial validated. StudyError (naming the field and value) for a study that is not a
+    two-level factorial with a numeric factor, or a new point that is not a valid trial."""
+    check_augmentable(spec)
+    data = spec.canonical()
+    augments: dict[str, Any] = {"spec_sha": spec.sha, "kind": spec.design.kind}
+    for option in ("generators", "resolution"):
+        if getattr(spec.design, option) is not None:
+            augments[option] = getattr(spec.design, option)
+    design: dict[str, Any] = {
+        "kind": "central_composite", "face": face, "center": center,
+        "replicates": spec.design.replicates, "seed": spec.design.seed, "augments": augments,
+    }  # fmt: skip
+    if alpha is not None:
+        design["alpha"] = alpha
+    data["design"] = design
+    new = parse_spec(data, f"{spec.study} augmented (study augment)")
+    return new, build_design(new)
+
+
+def parent_run_name(spec: StudySpec) -> str:
+    """The name of the parent run a study file opens: the study's own, and for the block that
+    ``study augment`` adds, ``<study> · block 2 (axial and centre points)``, so the MLflow UI
+    tells the two parent runs of one study apart."""
+    if spec.design.augments is None:
+        return spec.study
+    return f"{spec.study} · block 2 (axial and centre points)"
+
+
+def augmented_path(source: Path) -> Path:
+    """Where the augmented study file goes: beside the factorial's, ``<stem>-ccd.yaml``."""
+    return source.with_name(f"{source.stem}-ccd.yaml")
+
+
+def augmented_yaml(
+    spec: StudySpec, design: FixedDesign, source: str, text: str | None = None
+) -> str:
+    """The augmented study file: a comment saying what it is, then the factorial's own study
+    file ``text`` with only its ``design`` changed: its comments, key order, quoting, flow or
+    block style and indentation kept (a round trip through ruamel.yaml). Without ``text``, or
+    when the edited file would not read back as ``spec``, the canonical spec, with no key whose
+    value is absent (never ``range: null``)."""
+    blocks = design.structure["blocks"]
+    augments = spec.design.augments
+    header = [
+        f"# {spec.study}: the {augments.kind} of {source} (spec_sha {augments.spec_sha})",
+        f"# augmented to a central composite by `study augment` (face {spec.design.face}, alpha "
+        f"{design.structure['alpha']:.4g}, {spec.design.center} centre runs).",
+        f"# Block 1: its {blocks['1']} finished trials, kept as recorded; block 2: {blocks['2']} "
+        "new axial and centre trials.",
+        "# `study run` on this file runs block 2 only, as a second parent run of the same study.",
+    ]
+    body = _edited(text, spec) if text is not None else None
+    if body is None:
+        body = _canonical_text(spec)
+    return "\n".join(header) + "\n" + body
+
+
+def _reads_back_as(text: str, spec: StudySpec) -> bool:
+    """Whether ``text`` is a study file of exactly ``spec`` (as ``study run`` reads it: numbers
+    by their fields' types, YAML 1.1's ``yes``/``0x1F``/``1:20`` as text)."""
+    from trainables.text import load_yaml
+
+    try:
+        again = parse_spec(load_yaml(text), "the augmented study file")
+    except (StudyError, yaml.YAMLError):
+        return False
+    return again.sha == spec.sha and again.canonical() == spec.canonical()
+
+
+def _design_map(spec: StudySpec, old: Any):
+    """The new ``design`` mapping, edited in place when the file had one (its comments stay):
+    kind central_composite, the factorial's replicates and seed as written, face, alpha (a ccc
+    design's), centre runs and ``augments`` (the spec_sha quoted: it is text)."""
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.scalarstring import SingleQuotedScalarString
+
+    new = spec.design
+    mapping = old if isinstance(old, CommentedMap) else CommentedMap()
+    if mapping.fa.flow_style():  # it now holds a nested mapping: one key a line reads better
+        mapping.fa.set_block_style()
+    for option in ("generators", "resolution"):  # they describe the factorial: into augments
+        mapping.pop(option, None)
+    _set(mapping, "kind", new.kind)
+    _set(mapping, "face", new.face)
+    if new.face != "ccf":
+        _set(mapping, "alpha", new.alpha)
+    else:
+        mapping.pop("alpha", None)
+    _set(mapping, "center", new.center)
+    if new.replicates != 1 or "replicates" in mapping:
+        _set(mapping, "replicates", new.replicates)
+    if new.seed != 0 or "seed" in mapping:
+        _set(mapping, "seed", new.seed)
+    augments = CommentedMap()
+    for key, value in new.augments.model_dump(mode="json", exclude_none=True).items():
+        augments[key] = SingleQuotedScalarString(value) if key == "spec_sha" else value
+    mapping["augments"] = augments
+    return mapping
+
+
+def _set(mapping, key: str, value: Any) -> None:
+    """``mapping[key] = value``; a changed value loses the comment at the end of its line (it
+    spoke of the old value: ``kind: full_factorial  # two levels``), never the lines below."""
+    slots = mapping.ca.items.get(key)
+    if key in mapping and mapping[key] != value and slots and len(slots) > 2 and slots[2]:
+        token = slots[2]
+        if not token.value.startswith("\n"):  # an end-of-line comment, then what follows
+            _, newline, below = token.value.partition("\n")
+            if below.strip():
+                token.value = newline + below
+            else:
+                slots[2] = None
+    mapping[key] = value
+
+
+def _edited(text: str, spec: StudySpec) -> str | None:
+    """The factorial's study file with its design turned into ``spec``'s; None when it cannot
+    be edited so that it reads back as ``spec`` (then the canonical file is written)."""
+    import io
+
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+    from ruamel.yaml.error import YAMLError
+    from ruamel.yaml.util import load_yaml_guess_indent
+
+    try:
+        _, indent, sequence_indent = load_yaml_guess_indent(text)
+        editor = YAML(typ="rt")
+        editor.preserve_quotes = True
+        editor.width = 4096  # a long line the user wrote stays one line
+        editor.indent(mapping=indent or 2, sequence=indent or 2, offset=sequence_indent or 0)
+        data = editor.load(text)
+    except YAMLError:
+        return None
+    if not isinstance(data, CommentedMap):
+        return None
+    old = data.get("design")
+    after = _take_trailing_comment(old) if isinstance(old, CommentedMap) else None
+    data["design"] = _design_map(spec, old)
+    if after is not None:  # what followed the old design follows the new one, not its old key
+        _put_trailing_comment(data["design"], after)
+    out = io.StringIO()
+    editor.dump(data, out)
+    edited = out.getvalue()
+    return edited if _reads_back_as(edited, spec) else None
+
+
+def _last_line_holder(mapping):
+    """(mapping, key) whose comment slot holds what follows ``mapping``'s last line: ruamel.yaml
+    keeps a comment (and blank lines) below a block mapping on its last key, the deepest one
+    when that key's value is itself a block mapping."""
+    from ruamel.yaml.comments import CommentedMap
+
+    key = list(mapping)[-1]
+    value = mapping[key]
+    if isinstance(value, CommentedMap) and len(value) and not value.fa.flow_style():
+        return _last_line_holder(value)
+    return mapping, key
+
+
+def _take_trailing_comment(mapping):
+    """Remove and return the comment below ``mapping`` (None when there is none). Keys added
+    after the last one would otherwise land below it: a comment on the next section (or the
+    blank lines before it) would end up inside the design (ruamel.yaml's round trip keeps a
+    comment by its key, not by its place)."""
+    if not len(mapping):
+        return None
+    holder, key = _last_line_holder(mapping)
+    slots = holder.ca.items.get(key)
+    if not slots or len(slots) < 3 or slots[2] is None:
+        return None
+    token = slots[2]
+    if token.value.startswith("\n"):  # no comment on the last line itself: all of it moves
+        slots[2] = None
+        return token
+    # ``seed: 7  # common`` then the lines below: the end-of-line comment stays on its key
+    end_of_line, newline, below = token.value.partition("\n")
+    if not below.strip():
+        return None
+    moved = copy.copy(token)
+    token.value, moved.value = end_of_line + newline, newline + below
+    return moved
+
+
+def _put_trailing_comment(mapping, token) -> None:
+    """Put ``token`` (from :func:`_take_trailing_comment`) below ``mapping``'s new last line."""
+    holder, key = _last_line_holder(mapping)
+    slots = holder.ca.items.setdefault(key, [None, None, None, None])
+    slots[2] = token
+
+
+def _canonical_text(spec: StudySpec) -> str:
+    """The canonical spec as YAML, less every option that is absent (None) outside ``trial``
+    (where a field set to null is the user's value)."""
+    data = spec.canonical()
+    data = {k: v for k, v in data.items() if v is not None}
+    data["factors"] = {
+        name: {k: v for k, v in factor.items() if v is not None}
+        for name, factor in data["factors"].items()
+    }
+    data["design"] = {k: v for k, v in data["design"].items() if v is not None}
+    text = yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    if _reads_back_as(text, spec):
+        return text
+    return yaml.safe_dump(spec.canonical(), sort_keys=False, allow_unicode=True)

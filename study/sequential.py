@@ -1,0 +1,111 @@
+"""``study augment``: a finished two-level factorial study becomes a central composite.
+
+Everything is checked before anything is written, and nothing is recorded here: the study file
+(a two-level factorial with a numeric factor), the new design (every axial and centre point a
+valid trial, batch sizes dividing the budget), and the record (the study exists, has not been
+augmented already, and every trial of its design is FINISHED). Then the augmented study file is
+written beside the old one; ``study run`` on it runs the new block only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from search_spaces.designs import FixedDesign, build_design
+from search_spaces.sequential import augment_spec, augmented_path, augmented_yaml
+from search_spaces.spec import StudyError, StudySpec, load_spec
+from study.commands import shell_command, tool
+from study.record import (
+    StudyRecord,
+    check_store,
+    check_tracking_uri,
+    store_exists,
+)
+
+
+@dataclass(frozen=True)
+class Augmented:
+    spec: StudySpec
+    design: FixedDesign
+    path: Path
+    new_trials: int
+
+
+def _study_file(source: str | Path) -> Path:
+    """The study file itself (a shipped study may be named without its folder or suffix)."""
+    from search_spaces.spec import SPEC_DIR
+
+    for path in (Path(source), SPEC_DIR / str(source), SPEC_DIR / f"{source}.yaml"):
+        if path.is_file():
+            return path.resolve()
+    raise StudyError(f"study file {str(source)!r} not found")
+
+
+def check_finished(spec: StudySpec, uri: str, file: Path) -> None:
+    """The factorial ``spec`` is recorded in ``uri``, not yet augmented, with every trial of its
+    design FINISHED; StudyError saying what is missing and the command to run otherwise."""
+    check_tracking_uri(uri)
+    run = shell_command(tool("study"), "run", str(file), "--tracking-uri", uri)
+    if not store_exists(uri):
+        raise StudyError(
+            f"study {spec.study!r}: not in {uri} (no store there); run it first: {run}"
+        )
+    from mlflow.tracking import MlflowClient
+
+    if MlflowClient(uri).get_experiment_by_name(spec.study) is None:
+        raise StudyError(f"study {spec.study!r}: not in {uri}; run it first: {run}")
+    record = StudyRecord(uri, spec.study)
+    parent = record.parent()
+    if parent is None:
+        raise StudyError(f"study {spec.study!r}: its experiment in {uri} has no parent run")
+    tags = parent.data.tags
+    if tags.get("study.augments"):
+        raise StudyError(
+            f"study {spec.study!r} was augmented already (its parent run {parent.info.run_id} "
+            f"extends spec_sha {tags['study.augments']}): run its augmented study file instead"
+        )
+    check_store(uri, spec.study, spec)  # a changed study file is refused with the difference
+    design = build_design(spec)
+    runs = record.trial_runs()
+    unfinished = []
+    for plan in design.trials:
+        run_ = runs.get(plan.key)
+        if run_ is None or run_.info.status != "FINISHED":
+            unfinished.append(f"{plan.key}: {run_.info.status if run_ else 'not run'}")
+    if unfinished:
+        done = design.total - len(unfinished)
+        shown = ", ".join(unfinished[:5]) + (" …" if len(unfinished) > 5 else "")
+        raise StudyError(
+            f"study {spec.study!r} is not finished: {done} of {design.total} trials FINISHED "
+            f"({shown}); finish it first (re-running resumes it): {run}"
+        )
+
+
+def augment_study(
+    source: str | Path,
+    *,
+    tracking_uri: str,
+    face: str = "ccf",
+    alpha: str | float | None = None,
+    center: int | None = None,
+    out: Path | None = None,
+) -> Augmented:
+    """``study augment``: check everything, then write the central composite's study file."""
+    from search_spaces.spec import DEFAULT_CENTER
+
+    spec = load_spec(source)
+    file = _study_file(source)
+    new, design = augment_spec(
+        spec, face=face, alpha=alpha, center=DEFAULT_CENTER if center is None else center
+    )
+    check_finished(spec, tracking_uri, file)
+    target = out or augmented_path(file)
+    text = augmented_yaml(new, design, file.name, file.read_text())
+    if target.exists() and target.read_text() != text:
+        raise StudyError(
+            f"--out {str(target)!r} exists with other content; remove it or give another --out"
+        )
+    target.write_text(text)
+    new_trials = sum(1 for t in design.trials if t.block == 2)
+    return Augmented(new, design, target, new_trials)

@@ -1,0 +1,28 @@
+"""Processes a test leaves behind, found by a text in their command line or environment (a
+test's own RAY_TMPDIR, store or bucket) and killed by PID."""
+
+from __future__ import annotations
+
+
+def kill_processes_mentioning(text: str) -> list[int]:
+    import os
+
+    import psutil
+
+    killed = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if proc.pid == os.getpid():
+            continue
+        try:
+            cmdline = " ".join(proc.info["cmdline"] or [])
+            environ = proc.environ() if text not in cmdline else {}
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if text in cmdline or any(text in v for v in environ.values()):
+            try:
+                proc.kill()
+                killed.append(proc)
+            except psutil.NoSuchProcess:
+                pass
+    psutil.wait_procs(killed, timeout=10)
+    return [p.pid for p in killed]

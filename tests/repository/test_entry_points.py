@@ -1,0 +1,64 @@
+"""Every entry point runs end to end in its smoke mode."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> str:
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_objectives_benchmark_smoke():
+    out = run(sys.executable, "benchmarks/objectives.py", "--smoke")
+    assert "| 512 | info_nce |" in out and "| 512 | dense |" in out
+    assert "info_nce peak at N = 512" in out
+
+
+def test_study_cli_env():
+    study = Path(sys.executable).with_name("study")
+    assert "env" in run(str(study), "--help")
+    out = run(str(study), "env")
+    assert "torch" in out and "device" in out
+
+
+def test_trial_benchmark_smoke():
+    out = run(sys.executable, "benchmarks/trial.py", "--smoke")
+    assert "| train_s |" in out and "| eval_s |" in out and "status finished" in out
+
+
+def test_trainables_module_smoke():
+    out = run(sys.executable, "-m", "trainables", "toy_seed002", "--smoke")
+    assert "status" in out and "finished" in out
+
+
+@pytest.mark.slow
+def test_study_benchmark_smoke(ray_tmp):
+    out = run(sys.executable, "benchmarks/study.py", "--smoke")
+    assert "| default (smoke) | 4 | 1 |" in out and "| default (smoke) | 4 | 2 |" in out
+    assert "| outside per trial s | trial efficiency |" in out
+    assert "trial efficiency at concurrency 1: " in out and "speed-up at concurrency 2" in out
+
+
+@pytest.mark.slow
+def test_study_benchmark_toy(ray_tmp):
+    out = run(sys.executable, "benchmarks/study.py", "--toy")
+    assert "| toy-3 | 3 | 1 |" in out and "| toy-9 | 9 | 1 |" in out
+    assert "| outside per trial s | trial efficiency |" in out
+    assert "per-trial overhead (slope of outside time on trials): " in out
+    assert "fixed cost per study (intercept): " in out
+
+
+@pytest.mark.slow
+def test_analysis_benchmark_smoke():
+    out = run(sys.executable, "benchmarks/analysis.py", "--smoke")
+    assert "| load_study (100 runs from SQLite MLflow) |" in out
+    assert "| fits, plots and report together |" in out

@@ -1,0 +1,78 @@
+"""Any interrupt of ``study run`` (SIGINT to the driver's process group, as Ctrl-C sends it): the
+trials stop, every run that was not finished ends KILLED (never RUNNING or SCHEDULED), nothing
+partial is presented as the study's result, the product prints its own resume command, and the
+exit status is 130; running the same command again resumes from the checkpoints."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from studykit import STUDY, checkpoints, child_runs, parent_runs, wait_for, write_spec
+
+NAME = "interrupted"
+
+
+def driver(spec: Path, workdir: Path, uri: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [STUDY, "run", str(spec), "--tracking-uri", uri, "--storage", str(workdir / "studies")],
+        cwd=workdir, env=os.environ | env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def interrupt(process: subprocess.Popen) -> tuple[str, str]:
+    os.killpg(process.pid, signal.SIGINT)  # the whole group, as a terminal's Ctrl-C does
+    return process.communicate(timeout=180)
+
+
+def statuses(uri: str) -> set[str]:
+    return {r.info.status for r in [*child_runs(uri, NAME), *parent_runs(uri, NAME)]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_interrupt_during_the_trials_kills_their_runs_and_says_how_to_resume(
+    workdir, ray_tmp, workers
+):
+    spec = write_spec(workdir / "s.yaml", NAME, factors={"temperature": {"levels": [0.1, 0.5]}},
+                      trial={"budget_examples": 128 * 24, "batch_size": 128, "eval_marks": 6},
+                      max_concurrent=1, resources={"workers": workers, "cpu": 1})  # fmt: skip
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    first = driver(spec, workdir, uri)
+    trial_dir = workdir / "studies" / NAME / "trials" / "p000-r0"
+    wait_for(lambda: len(checkpoints(trial_dir)) >= 1, 180, "a first checkpoint", first)
+    out, err = interrupt(first)
+    assert first.returncode == 130, err[-3000:]
+    assert "interrupted: study 'interrupted' interrupted: its trials were stopped" in err
+    assert f"{STUDY} run {spec}" in err and "Tuner.restore" not in out + err
+    assert statuses(uri) <= {"KILLED", "FINISHED"} and "KILLED" in statuses(uri)
+    assert not (workdir / "studies" / NAME / "results.parquet").exists()  # nothing partial
+    assert "Highest" not in out and "report:" not in out
+
+    again = driver(spec, workdir, uri)
+    out, err = again.communicate(timeout=400)
+    assert again.returncode == 0, err[-3000:]
+    runs = {r.data.tags["study.trial_key"]: r for r in child_runs(uri, NAME)}
+    assert {r.info.status for r in runs.values()} == {"FINISHED"} and len(runs) == 2
+    assert runs["p000-r0"].data.metrics["trial/resumed_from"] > 0  # from its checkpoint
+
+
+@pytest.mark.slow
+def test_an_interrupt_while_the_report_is_drawn_is_not_swallowed(workdir, ray_tmp):
+    spec = write_spec(workdir / "s.yaml", NAME, factors={"temperature": {"levels": [0.1, 0.5]}})
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    staging = workdir / "tmp"
+    staging.mkdir()
+    run = driver(spec, workdir, uri, TMPDIR=str(staging))
+    wait_for(lambda: list(staging.glob("study-out-*")), 300, "the export to begin", run)
+    _, err = interrupt(run)
+    assert run.returncode == 130, err[-3000:]
+    assert "interrupted:" in err and f"{STUDY} run {spec}" in err
+    (parent,) = parent_runs(uri, NAME)
+    assert parent.info.status == "KILLED"  # the study's run did not complete
+    assert {r.info.status for r in child_runs(uri, NAME)} == {"FINISHED"}  # its trials did
+    assert not (workdir / "studies" / NAME / "report").exists()

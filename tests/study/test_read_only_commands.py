@@ -1,0 +1,64 @@
+"""A command that only reads never writes: ``status``, ``export``, ``report`` and ``power`` of an
+unknown study create no store and no experiment, and say which studies the store does hold;
+``plan`` with a store present leaves it as it was."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow.tracking import MlflowClient
+from studykit import store_with
+from typer.testing import CliRunner
+
+from study.cli import app
+
+
+def invoke(*argv: str):
+    return CliRunner().invoke(app, list(argv))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("status", "nope"),
+        ("export", "nope", "--out", "x.parquet"),
+        ("report", "nope"),
+        ("power", "nope", "--metric", "z/align", "--effect", "1"),
+    ],
+    ids=["status", "export", "report", "power"],
+)
+def test_reading_an_unknown_study_where_no_store_is_creates_nothing(workdir, argv):
+    done = invoke(*argv)
+    assert done.exit_code == 2, done.output
+    assert "no study named 'nope': there is no MLflow store at sqlite:///" in done.output
+    assert list(workdir.iterdir()) == []  # no mlflow.db, no x.parquet, no report folder
+
+
+def test_an_unknown_name_lists_the_studies_the_store_holds(workdir):
+    uri = store_with(workdir, "default-digits", "toy-phase")
+    before = [e.name for e in MlflowClient(uri).search_experiments()]
+    for argv in (("status", "default-digit"), ("export", "default-digit", "--out", "x.parquet")):
+        done = invoke(*argv, "--tracking-uri", uri)
+        assert done.exit_code == 2
+        assert "did you mean 'default-digits'?" in done.output
+        assert "It holds: default-digits, toy-phase" in done.output
+    assert [e.name for e in MlflowClient(uri).search_experiments()] == before
+    assert not (workdir / "x.parquet").exists()
+
+
+def test_plan_with_a_store_present_creates_no_experiment(workdir):
+    uri = store_with(workdir, "something-else")
+    before = sorted(e.name for e in MlflowClient(uri).search_experiments())
+    done = invoke("plan", "toy_phase_diagram", "--tracking-uri", uri)
+    assert done.exit_code == 0, done.output
+    done = invoke("plan", "toy_phase_diagram")  # the embedded store in the working folder
+    assert done.exit_code == 0, done.output
+    assert sorted(e.name for e in MlflowClient(uri).search_experiments()) == before
+
+
+def test_loading_from_a_store_that_is_not_there_creates_none(workdir):
+    from analysis.load import load_history, load_study
+
+    for load in (load_study, load_history):
+        with pytest.raises(LookupError, match="there is no MLflow store at sqlite:///"):
+            load("default-digits")
+    assert list(workdir.iterdir()) == []

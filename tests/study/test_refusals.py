@@ -1,0 +1,84 @@
+"""Refused before anything runs, naming the option or the field: a concurrency below one, a
+Latin hypercube of one sample, an export to a place that cannot take it, and a results file
+that is not a study's export or places a finished trial at no design point."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from resultskit import planted
+from s3kit import s3_server  # noqa: F401
+from studykit import store_with
+from typer.testing import CliRunner
+
+from analysis.record import rows_table
+from search_spaces.spec import StudyError, load_spec, parse_spec
+from study.cli import app
+
+
+def invoke(*argv: str):
+    return CliRunner().invoke(app, list(argv))
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_a_concurrency_below_one_is_refused_naming_the_option(workdir, value):
+    done = invoke("run", "--smoke", "--max-concurrent", value)
+    assert done.exit_code == 2
+    assert "--max-concurrent" in done.output and "1" in done.output
+    assert list(workdir.iterdir()) == []  # nothing recorded, nothing started
+
+
+def test_a_latin_hypercube_of_one_sample_is_refused_naming_the_field():
+    data = load_spec(None).canonical() | {"design": {"kind": "latin_hypercube", "samples": 1}}
+    with pytest.raises(StudyError, match=r"design\.samples: a latin_hypercube needs at least 2"):
+        parse_spec(data)
+    data["design"]["samples"] = 2
+    assert parse_spec(data).design.samples == 2
+
+
+def test_an_export_to_a_folder_is_refused_naming_out(workdir):
+    uri = store_with(workdir, "default-digits")
+    (workdir / "there").mkdir()
+    done = invoke("export", "default-digits", "--out", str(workdir / "there"),
+                  "--tracking-uri", uri)  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert f"--out {workdir / 'there'}: cannot write the results there (a folder" in done.output
+    assert list((workdir / "there").iterdir()) == []
+
+
+def test_an_export_to_a_missing_bucket_is_refused_naming_out(workdir, s3_server):  # noqa: F811
+    uri = store_with(workdir, "default-digits")
+    done = invoke("export", "default-digits", "--out", "s3://no-such-bucket/x.parquet",
+                  "--tracking-uri", uri)  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert "--out s3://no-such-bucket/x.parquet: cannot write the results there" in done.output
+    assert "Traceback" not in done.output
+
+
+def _results(path, df: pd.DataFrame) -> str:
+    meta = {k: v if isinstance(v, str) else json.dumps(v) for k, v in df.attrs.items()}
+    pq.write_table(rows_table(df.to_dict("records"), meta), path)
+    return str(path)
+
+
+def test_a_results_file_resaved_by_pandas_is_refused(workdir):
+    written = _results(workdir / "results.parquet", planted(-0.02))
+    pd.read_parquet(written).to_parquet(workdir / "resaved.parquet")  # the metadata is lost
+    done = invoke("report", "--results", str(workdir / "resaved.parquet"))
+    assert done.exit_code == 2
+    assert "not a study's results export: its metadata" in done.output
+    assert "study export STUDY --out FILE" in done.output
+    assert not (workdir / "studies").exists()
+
+
+def test_a_finished_trial_without_a_factor_value_is_refused_naming_both(workdir):
+    df = planted(-0.02)
+    df.loc[3, "batch_size"] = None
+    key = f"{df.loc[3, 'point_id']}-r{df.loc[3, 'replicate']}"
+    done = invoke("report", "--results", _results(workdir / "results.parquet", df))
+    assert done.exit_code == 2
+    assert f"factor 'batch_size' has no value for finished trial(s) {key}" in done.output
+    assert "NaN to integer" not in done.output

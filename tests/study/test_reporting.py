@@ -1,0 +1,98 @@
+"""``study report`` (study/reporting.py) on a finished default study recorded in a real
+embedded MLflow store without training (tests/kits/recordkit.py): the report folder written and
+attached to the parent run, the parent's description the findings first with the design last,
+the experiment's description pointing at the report, no store created for a results file read
+where none is, and the description cut to MLflow's limit for a tag."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from recordkit import NAME, record_study
+
+from analysis.headline import Headline
+from analysis.load import read_results
+from analysis.report import analyse
+from study.export import export_parquet
+from study.record import MAX_TAG, StudyRecord
+from study.reporting import findings_lead, make_report, parent_note, source_return
+
+NOTE = "mlflow.note.content"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    return record_study(tmp_path_factory.mktemp("reporting"))
+
+
+def headline(**fields) -> Headline:
+    words = {"study": "s", "sentence": "The study in one sentence.",
+             "target": "probe/knn_top1_h", "found": (), "not_detected": (), "missed": (),
+             "best": None, "next_step": None}  # fmt: skip
+    return Headline(**(words | fields))
+
+
+@pytest.mark.slow
+def test_the_report_is_written_attached_and_described(recorded, tmp_path):
+    uri = recorded
+    record = StudyRecord.existing(uri, NAME)
+    summary, out = make_report(record, None, tmp_path / "report", tracking_uri=uri)
+    assert out == tmp_path / "report" and (out / "report.html").is_file()
+    assert json.loads(json.dumps(summary)) == summary  # the JSON summary is plain JSON
+    parent = record.parent()
+    attached = [a.path for a in record.client.list_artifacts(parent.info.run_id, "report")]
+    assert "report/report.html" in attached
+    # the parent's description is the findings first, then the study's sentence, design last
+    analysis = analyse(read_results(export_parquet(record, tmp_path / "r.parquet")))
+    note = record.client.get_run(parent.info.run_id).data.tags[NOTE]
+    assert note == parent_note(analysis.headline, parent)
+    assert note.startswith(findings_lead(analysis.headline))
+    assert analysis.headline.sentence in note
+    assert note.rstrip().endswith("is the artifact `report/report.html`.")
+    assert "**Design.**" in note.split("---")[-1]
+    # the experiment's description points at the report and at the folder it was kept in
+    described = record.client.get_experiment(record.experiment_id).tags[NOTE]
+    assert "report/report.html" in described and str(out.resolve()) in described
+
+
+def test_a_record_without_evidence_artifacts_has_no_source_return(recorded, tmp_path):
+    uri = recorded
+    record = StudyRecord.existing(uri, NAME)
+    df = read_results(export_parquet(record, tmp_path / "r.parquet"))
+    assert source_return(record, df, tmp_path / "panels") == {}
+
+
+@pytest.mark.slow
+def test_a_results_file_where_no_store_is_creates_none(recorded, tmp_path):
+    uri = recorded
+    results = export_parquet(StudyRecord.existing(uri, NAME), tmp_path / "r.parquet")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    nowhere = f"sqlite:///{elsewhere / 'mlflow.db'}"
+    summary, out = make_report(None, results, tmp_path / "out", tracking_uri=nowhere)
+    assert (out / "report.html").is_file() and list(elsewhere.iterdir()) == []
+    assert summary == make_report(None, results, tmp_path / "again", tracking_uri=nowhere)[0]
+
+
+def test_findings_lead_says_the_target_first_or_that_nothing_was_detected():
+    assert findings_lead(headline()) == "**Findings.** No effect was detected."
+    lead = findings_lead(headline(found=("A.", "B."), on_target="No effect on the target."))
+    assert lead == "**Findings.** No effect on the target. A. B."
+
+
+def test_the_parent_note_keeps_the_design_within_mlflows_limit():
+    parent = SimpleNamespace(data=SimpleNamespace(
+        params={"design": "full_factorial", "factors": "temperature, batch_size", "trials": "8",
+                "replicates": "2", "resources": "{'cpu': 1}"},
+        tags={"study.spec_sha": "abc123"}))  # fmt: skip
+    short = parent_note(headline(best="p000 at 95%.", next_step="narrow the range."), parent)
+    assert short.split("\n\n")[:2] == ["**Findings.** No effect was detected.",
+                                       "The study in one sentence."]  # fmt: skip
+    assert "**Best point.** P000 at 95%." in short and "**Next study.** Narrow the range." in short
+    assert "full factorial design over temperature, batch_size: 8 trials, 2 replicates" in short
+    assert "study file sha abc123" in short
+    long = parent_note(headline(not_detected=tuple("x" * 400 for _ in range(40))), parent)
+    assert len(long) <= MAX_TAG and "… (more in `report/report.html`)" in long
+    assert long.endswith(short.split("---\n\n")[-1])  # the design paragraph survives the cut

@@ -1,0 +1,52 @@
+"""The study's baselines on its parent run: measured and logged once, and a new measurement
+never overwrites a step."""
+
+from __future__ import annotations
+
+import pytest
+
+from search_spaces.spec import load_spec
+from trainables import baselines as bl
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONTRASTIVE_BASELINE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_the_parent_gets_them_once_and_a_new_measurement_never_overwrites_a_step(
+    tmp_path, cache, monkeypatch
+):
+    """On a real SQLite store: measured and logged once; the same again logs nothing (a resumed
+    study); a different measurement (the cache cleared, another machine) goes one step further,
+    never a second value at step 0 (ludwig-ai/ludwig#3670: duplicate metrics per step)."""
+    from studykit import duplicated_metric_rows
+
+    from search_spaces.designs import build_design
+    from study.baselines import measure_for_study
+    from study.record import StudyRecord
+    from study.runner import smoke_spec
+
+    spec = smoke_spec(load_spec(None))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    record = StudyRecord(uri, spec.study)
+    design = build_design(spec)
+    parent = record.start_parent(spec, design, "")
+    fake = {"raw": 0.5}
+    measured = lambda c, s: bl.Baseline("raw", {"probe/knn_top1_h": fake["raw"]})  # noqa: E731
+    monkeypatch.setitem(bl.MEASURES, "raw", measured)
+    spec = spec.model_copy(update={"baselines": ("raw",)})
+    for _ in range(2):
+        measure_for_study(spec, design, record, parent, quiet=True)
+    key = "baseline/raw/probe/knn_top1_h"
+    history = record.client.get_metric_history(parent, key)
+    assert [(m.step, m.value) for m in history] == [(0, 0.5)]
+    fake["raw"] = 0.6
+    for path in cache.iterdir():
+        path.unlink()
+    measure_for_study(spec, design, record, parent, quiet=True)
+    history = record.client.get_metric_history(parent, key)
+    assert sorted((m.step, m.value) for m in history) == [(0, 0.5), (1, 0.6)]
+    assert duplicated_metric_rows(tmp_path / "mlflow.db") == []
+    assert '"probe/knn_top1_h": 0.6' in record.client.get_run(parent).data.tags["study.baselines"]

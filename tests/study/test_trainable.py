@@ -1,0 +1,76 @@
+"""study/trainable.py's function trainable called directly, without Ray Tune (its ``tune`` is a
+stand-in that records every report): a tiny toy trial reports each evaluation with its
+examples seen, then one final report with its numbers, status and evidence as JSON text; it
+keeps at most two complete checkpoints in the trial's folder, writes its pid there, claims
+the plan's share of the machine, and a second call on the same folder resumes from them."""
+
+from __future__ import annotations
+
+import json
+import os
+from types import SimpleNamespace
+
+import pytest
+from trialkit import preset
+
+from study import EVIDENCE_KEY
+from study import trainable as trainable_module
+from study.trainable import PID_FILE, final_report, run_study_trial
+
+TINY = {"budget_examples": 128 * 8, "eval_marks": 4, "heldout_size": 200,
+        "linear_probe": False}  # fmt: skip
+
+
+@pytest.fixture
+def tune(monkeypatch):
+    """The reports a trial sends, in order, and the shares it claims; no Ray session (and no
+    runtime context to ask for a node id: asking would start a local Ray)."""
+    seen = SimpleNamespace(reports=[], claims=[])
+    monkeypatch.setattr(trainable_module, "_node_id", lambda: "node-1")
+    monkeypatch.setattr(trainable_module, "tune", SimpleNamespace(report=seen.reports.append))
+    monkeypatch.setattr(trainable_module, "claim_share", lambda *a: seen.claims.append(a))
+    return seen
+
+
+def plan(folder) -> dict:
+    return {"plan": {"key": "p000-r0", "trial": preset("toy_seed002") | TINY,
+                     "trial_uri": str(folder), "cpu": 2, "gpu": 0.0}}  # fmt: skip
+
+
+def test_a_trial_reports_each_evaluation_then_its_final_numbers(tune, tmp_path):
+    run_study_trial(plan(tmp_path / "trial"))
+    *evaluations, final = tune.reports
+    assert tune.claims == [(2, 0.0)]
+    assert [r["examples_seen"] for r in evaluations] == [0, 256, 512, 768, 1024]
+    assert all(r["node_id"] == "node-1" and "final" not in r for r in tune.reports[:-1])
+    assert final["final"] == 1 and final["trial_status"] == "finished"
+    assert final["node_id"] == "node-1"
+    assert final["examples_seen"] == 1024 and final["steps"] == 8
+    assert all(isinstance(v, int | float) for k, v in final.items()
+               if k not in ("trial_status", "node_id", EVIDENCE_KEY))  # fmt: skip
+    assert isinstance(json.loads(final[EVIDENCE_KEY]), dict)
+    assert final["probe/knn_top1_h"] == evaluations[-1]["probe/knn_top1_h"]
+    trial = tmp_path / "trial"
+    assert (trial / PID_FILE).read_text() == str(os.getpid())
+    complete = sorted(p.name for p in trial.glob("checkpoint_*") if (p / "DONE").is_file())
+    assert 1 <= len(complete) <= 2  # the trial keeps its newest two
+
+
+def test_a_second_call_on_the_same_folder_resumes_from_its_checkpoints(tune, tmp_path):
+    run_study_trial(plan(tmp_path / "trial"))
+    first = tune.reports[-1]
+    tune.reports.clear()
+    run_study_trial(plan(tmp_path / "trial"))
+    again = tune.reports[-1]
+    assert again["trial_status"] == "finished" and again["examples_seen"] == 1024
+    assert [r["examples_seen"] for r in tune.reports[:-1]] != [0, 256, 512, 768, 1024]
+    assert again["probe/knn_top1_h"] == first["probe/knn_top1_h"]
+
+
+def test_the_final_report_keeps_numbers_and_sends_the_evidence_as_json_text():
+    result = {"status": "diverged", "steps": 3, "train/loss": 0.5, "note": "words",
+              "evidence": {"per_class": [1, 2]}}  # fmt: skip
+    report = final_report(result, "node-1")
+    assert report == {"steps": 3, "train/loss": 0.5, "final": 1, "trial_status": "diverged",
+                      "node_id": "node-1", EVIDENCE_KEY: '{"per_class": [1, 2]}'}  # fmt: skip
+    assert final_report({"status": "finished"}, "")[EVIDENCE_KEY] == "{}"
