@@ -20,6 +20,7 @@ from analysis.plots._common import (
     _fmt,
     _grid,
     _label,
+    _percent_axis,
     _require,
     _title,
     _was_binned,
@@ -66,6 +67,7 @@ def interactions(df: pd.DataFrame, response: str, factors: Sequence[str] | None 
     fig, axes = _grid(len(pairs), 1, (FIG_WIDTH, 3.4))
     for ax, (first, second) in zip(axes, pairs, strict=True):
         _draw_interaction(ax, df, response, first, second)
+        _percent_axis(ax, response)
     axes[0].set_ylabel(response)
     fig.suptitle(
         _title(df, f"interactions on {response}\n(error bars ±1 SE over each cell's replicates)"),

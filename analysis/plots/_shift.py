@@ -14,7 +14,15 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from analysis.evidence import HOLD_UP_DROP
-from analysis.plots._common import _SPACE_NAMES, FIG_WIDTH, SMALL_PT, _colors, _fmt, _title
+from analysis.plots._common import (
+    _SPACE_NAMES,
+    FIG_WIDTH,
+    SMALL_PT,
+    _colors,
+    _fmt,
+    _percent_axis,
+    _title,
+)
 from analysis.plots._trajectories import _point_descriptions
 
 CAPTION = (
@@ -117,6 +125,7 @@ def shift(df: pd.DataFrame, probe: str = "knn") -> Figure:
             ax = axes[row, col]
             _draw_family(ax, table[table["family"] == family], palette)
             ax.set_title(f"{family}  ({space})", fontsize=9)
+            _percent_axis(ax, f"probe/{probe}_top1_{space}")
             ax.grid(alpha=0.3)
         axes[row, -1].set_xlabel(f"severity (0 = clean)\n{_SPACE_NAMES[space]}")
     for col in range(len(families)):

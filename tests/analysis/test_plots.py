@@ -768,3 +768,20 @@ def test_caption_vocabulary_covers_every_metric_and_numeric_setting():
         if base_type(field.annotation) in (int, float)
     }
     assert numeric <= set(KNOWN_FACTORS)
+
+
+def _tick_texts(ax) -> list[str]:
+    ax.figure.canvas.draw()
+    return [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+
+
+def test_every_accuracy_axis_reads_in_percent_and_other_axes_do_not():
+    """One unit for accuracies: the headline, the report and every figure that plots one."""
+    df = _two_by_two().rename(columns={"acc": "probe/knn_top1_h"})
+    df["z/align"] = df["probe/knn_top1_h"]
+    for figure in (main_effects(df, "probe/knn_top1_h"), interactions(df, "probe/knn_top1_h")):
+        assert all(text.endswith("%") for text in _tick_texts(figure.axes[0]))
+    assert not any(text.endswith("%") for text in _tick_texts(interactions(df, "z/align").axes[0]))
+    fig = shift(add_shift(add_shift(default_frame()), "z"), "knn")
+    shown = [_tick_texts(ax) for ax in fig.axes if ax.get_title()]  # shared y: left column
+    assert shown[0] and all(text.endswith("%") for texts in shown for text in texts)
