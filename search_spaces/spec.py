@@ -537,13 +537,28 @@ def parse_spec(data: Any, source: str = "study file") -> StudySpec:
         raise StudyError(_format_validation(err, source)) from None
 
 
-def load_spec(path: str | Path | None = None) -> StudySpec:
-    """Read and validate a study file; ``None`` is the embedded default study."""
+def study_file(path: str | Path | None = None) -> Path:
+    """The file a study is read from: ``path``, else a shipped study of that name, else the
+    embedded default study (``None``). It need not exist (:func:`load_spec` says so)."""
     file = Path(path) if path is not None else DEFAULT_SPEC
     if not file.exists() and (SPEC_DIR / f"{file}").exists():
         file = SPEC_DIR / f"{file}"
     if not file.exists() and (SPEC_DIR / f"{file}.yaml").exists():
         file = SPEC_DIR / f"{file}.yaml"
+    return file
+
+
+def in_file(err: StudyError, path: str | Path | None) -> StudyError:
+    """``err`` naming the study file it is about, as the schema's refusals do: a refusal found
+    later (a level a trial refuses, a budget a batch size cannot match) reads the same way."""
+    source = str(study_file(path))
+    text = str(err)
+    return err if text.startswith(source) else StudyError(f"{source}: {text}")
+
+
+def load_spec(path: str | Path | None = None) -> StudySpec:
+    """Read and validate a study file; ``None`` is the embedded default study."""
+    file = study_file(path)
     if not file.is_file():
         raise StudyError(missing_study_file(path))
     try:

@@ -20,6 +20,7 @@ from typing import Any
 from mlflow.entities import Metric, RunTag
 
 from analysis.record import BASELINES_TAG
+from analysis.units import level
 from search_spaces.spec import StudySpec
 from study.record import MAX_TAG
 from trainables.baselines import (
@@ -122,5 +123,5 @@ def summary(found: dict[str, Baseline], metric: str = "probe/knn_top1_h") -> str
     for kind, baseline in found.items():
         value = baseline.metrics.get(metric)
         if value is not None:
-            parts.append(f"{kind} {metric} {value:.4f}")
+            parts.append(f"{kind} {metric} {level(metric, value)}")
     return "; ".join(parts) or "no probe scores"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -114,27 +115,59 @@ def _table(
     """A table that fits ``width`` columns: a header wraps (folding a long name such as
     probe/knn_top1_h) instead of being cut with an ellipsis, and values keep their width as
     long as the terminal allows (headers give way first)."""
+    headers, rows = _without_empty_columns(headers, rows, width)
+    natural = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
+    gap = 2 if sum(natural) + 2 * (len(headers) - 1) < width else 1  # air when there is room
     table = Table(
-        title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, padding=0
-    )
-    for header, fitted in zip(headers, column_widths(headers, rows, width), strict=True):
-        table.add_column(header, overflow="fold", width=fitted)
+        title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+        padding=(0, gap - 1, 0, 0),
+    )  # fmt: skip
+    for header, fitted in zip(headers, column_widths(headers, rows, width, gap), strict=True):
+        table.add_column(wrapped_name(header, fitted), overflow="fold", width=fitted)
     for row in rows:
         table.add_row(*row)
     return table
 
 
-HEADER_FLOOR = 5  # a header is not folded narrower than this while values can give way
+def _without_empty_columns(
+    headers: list[str], rows: list[list[str]], width: int
+) -> tuple[list[str], list[list[str]]]:
+    """The columns, less those with no value in any row when keeping them would fold a header
+    inside a word (``snapped`` when nothing was snapped): an empty column says nothing."""
+    needed = sum(max([_longest_piece(h), *(len(row[i]) for row in rows)])
+                 for i, h in enumerate(headers))  # fmt: skip
+    if needed + len(headers) - 1 < width:
+        return headers, rows
+    keep = [i for i in range(len(headers)) if any(row[i].strip() for row in rows)]
+    return [headers[i] for i in keep], [[row[i] for i in keep] for row in rows]
 
 
-def column_widths(headers: list[str], rows: list[list[str]], width: int) -> list[int]:
+def wrapped_name(name: str, width: int) -> str:
+    """``name`` in lines of at most ``width`` characters, broken after a ``/``, ``_`` or space
+    where it can be (probe/ | knn_top1_h, examples | seen), folded only inside a longer piece."""
+    pieces = re.findall(r"[^/_ ]*[/_ ]|[^/_ ]+$", name) or [name]
+    lines: list[str] = [""]
+    for piece in pieces:
+        if lines[-1] and len(lines[-1]) + len(piece.rstrip()) > width:
+            lines.append("")
+        lines[-1] += piece
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _longest_piece(name: str) -> int:
+    """The narrowest a header gets while values can give way: its longest piece between the
+    places :func:`wrapped_name` breaks it (a word is folded only when nothing else fits)."""
+    return max(len(piece) for piece in re.split(r"(?<=[/_ ])", name))
+
+
+def column_widths(headers: list[str], rows: list[list[str]], width: int, gap: int = 1) -> list[int]:
     """Each column's width: its header's or its longest value's, narrowed one character at a
     time (the widest first) until the table fits ``width`` with a space between columns: down
-    to its longest value and a header of :data:`HEADER_FLOOR` characters, then further."""
+    to its longest value and its header's longest piece (:func:`_longest_piece`), then further."""
     values = [max((len(row[i]) for row in rows), default=0) for i in range(len(headers))]
     widths = [max(len(h), v, 1) for h, v in zip(headers, values, strict=True)]
-    floors = [max(v, min(len(h), HEADER_FLOOR), 1) for h, v in zip(headers, values, strict=True)]
-    room = width - (len(headers) - 1) - 1
+    floors = [max(v, _longest_piece(h), 1) for h, v in zip(headers, values, strict=True)]
+    room = width - gap * (len(headers) - 1) - 1
     for limit in (floors, [1] * len(widths)):
         while sum(widths) > room:
             wide = [j for j in range(len(widths)) if widths[j] > limit[j]]
@@ -166,7 +199,7 @@ def plan(
     When a study of the same name has finished trials in the store, the plan also gives the
     smallest effects its planned replicates detect at 80% power, from that study's error."""
     from search_spaces.designs import build_design
-    from search_spaces.spec import load_spec
+    from search_spaces.spec import in_file, load_spec
     from study.runner import smoke_spec
 
     try:
@@ -175,7 +208,7 @@ def plan(
             study = smoke_spec(study)
         table = build_design(study)
     except StudyError as err:
-        _fail(err)
+        _fail(in_file(err, spec))
     data = table.to_json()
     detectable, why = _planned_detectable(table, tracking_uri)
     if detectable:
@@ -384,13 +417,15 @@ def status(name: StudyName, tracking_uri: TrackingUri = None) -> None:
     states = {key: trial_state(run) for key, run in runs.items()}
     console = _console()
     console.print(f"study {name}: {len(runs)} trials: {count_words(list(states.values()))}")
+    from analysis.units import level  # accuracies in percent, as the headline reads them
+
     rows = []
     for key, run in sorted(runs.items()):
         value = run.data.metrics.get(metric)
         seen = run.data.metrics.get("train/examples_seen")
         rows.append([
             key, states[key], "—" if seen is None else f"{int(seen):,}",
-            "—" if value is None else f"{value:.4g}", run.info.run_name or "",
+            "—" if value is None else level(metric, value), run.info.run_name or "",
         ])  # fmt: skip
     headers = ["trial", "status", "examples seen", metric, "run"]
     console.print(_table(headers, rows, console.width))
@@ -610,7 +645,8 @@ def power(
         f"(two-sided, alpha {alpha:g}), from this study's error (mean square "
         f"{surface.error_ms:.3g} on {surface.error_df} df, "
         f"{'the replicate as the block, ' if surface.blocks else ''}"
-        f"{plans[0].replicates_now:g} replicates per point now):"
+        f"{plans[0].replicates_now:g} replicate{'' if plans[0].replicates_now == 1 else 's'} "
+        "per point now):"
     )
     for plan in plans:
         now = "n/a" if plan.detectable_now is None else amount(metric, plan.detectable_now)

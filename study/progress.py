@@ -16,6 +16,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from analysis.units import level  # an accuracy in percent, as the headline reads it
+
 
 @dataclass
 class StudyProgress:
@@ -77,7 +79,7 @@ class StudyProgress:
 
     def line(self) -> str:
         eta = self.eta_s()
-        best = "—" if self.best is None else f"{self.best:.4f} ({self.best_trial})"
+        best = "—" if self.best is None else f"{level(self.metric, self.best)} ({self.best_trial})"
         return (
             f"{self.name}: {self.pending} pending · {len(self.running)} running · "
             f"{self.already_done + self.done} done · {self.failed} failed · best {self.metric} "
@@ -92,7 +94,8 @@ class StudyProgress:
         eta = self.eta_s()
         table.add_row(
             str(self.pending), str(len(self.running)), str(self.already_done + self.done),
-            str(self.failed), "—" if self.best is None else f"{self.best:.4f} ({self.best_trial})",
+            str(self.failed),
+            "—" if self.best is None else f"{level(self.metric, self.best)} ({self.best_trial})",
             "—" if eta is None else f"{eta:.0f} s",
         )  # fmt: skip
         return table

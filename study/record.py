@@ -21,6 +21,7 @@ import difflib
 import functools
 import hashlib
 import json
+import logging
 import math
 import os
 import subprocess
@@ -57,6 +58,12 @@ from trainables.data import DATA_FIELDS, data_dir, data_key
 from trainables.remote import is_remote
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
+# MLflow announces at INFO that it creates or upgrades an embedded store's tables ("Creating
+# initial MLflow database tables...", "Updating database tables") on every new store: a study
+# says where its record is in its own words; MLflow's warnings and errors still show.
+logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+
 SPEC_ARTIFACT = "study.yaml"
 # A trial's evidence beyond its metrics lands in its run under evidence/: the tables as CSV,
 # the source-return panel as PNG.

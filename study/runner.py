@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPlan, build_design
-from search_spaces.spec import StudyError, StudySpec, load_spec, parse_spec
+from search_spaces.spec import StudyError, StudySpec, in_file, load_spec, parse_spec
 from study.baselines import measure_for_study
 from study.commands import shell_command, tool, ui_command
 from study.export import export_parquet
@@ -592,9 +592,12 @@ def run_study(
     source_text = (
         source.read_text() if source and source.is_file() else yaml.safe_dump(spec.canonical())
     )
-    if smoke:
-        spec = smoke_spec(spec)
-    design = build_design(spec)
+    try:
+        if smoke:
+            spec = smoke_spec(spec)
+        design = build_design(spec)
+    except StudyError as err:
+        raise in_file(err, spec_path) from None
     tracking_uri = tracking_uri or default_tracking_uri()
     recorded = preflight(spec, design, tracking_uri, address)
     storage = checked_storage(storage)

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from search_spaces.designs import build_design
 from search_spaces.spec import load_spec, parse_spec
-from study.cli import app, column_widths
+from study.cli import app, column_widths, wrapped_name
 
 BOX = re.compile(r"[│╭╮╰╯─┃━┏┓┗┛┡┩╇┳┻╋]")
 COMMANDS = ["plan", "run", "status", "list", "export", "report", "power", "augment", "env"]
@@ -102,7 +102,34 @@ def test_status_is_a_table_whose_headers_fit(workdir):
     header = out.splitlines()[1:4]
     for word in ("trial", "status", "examples", "seen"):
         assert any(word in line for line in header), header
-    assert "0.5" in out and "122,880" in out
+    assert "50.0%" in out and "122,880" in out  # the target, an accuracy, in percent
+
+
+@pytest.mark.parametrize(
+    ("name", "width", "lines"),
+    [
+        ("probe/knn_top1_h", 10, ["probe/knn_", "top1_h"]),
+        ("probe/knn_top1_h", 8, ["probe/", "knn_", "top1_h"]),
+        ("probe/knn_top1_h", 16, ["probe/knn_top1_h"]),
+        ("examples_seen", 9, ["examples_", "seen"]),
+        ("examples seen", 9, ["examples", "seen"]),
+        ("lr_effective", 9, ["lr_", "effective"]),
+        ("temperature", 11, ["temperature"]),
+    ],
+)
+def test_a_header_breaks_where_a_reader_would(name, width, lines):
+    assert wrapped_name(name, width).splitlines() == lines
+
+
+def test_plan_headers_break_between_words_not_inside_them(workdir):
+    done = invoke("plan", "digits_tau_batch")
+    assert done.exit_code == 0, done.output
+    lines = done.output.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("─"))
+    header = [line.split() for line in lines[rule - 2 : rule]]
+    words = {word for line in header for word in line}
+    assert {"replicate", "seed", "temperature", "augmentation", "steps"} <= words, header
+    assert all(len(line) <= 80 for line in lines)
 
 
 def test_power_with_a_misspelt_metric_names_a_few_not_all(workdir):
@@ -127,7 +154,7 @@ def test_progress_best_counts_trials_finished_before_a_resume():
     assert (progress.best, progress.best_trial) == (0.9, "p000-r0")
     progress.result("p003-r0", 0.8)  # worse than a trial of the earlier run
     assert (progress.best, progress.best_trial) == (0.9, "p000-r0")
-    assert "best probe/knn_top1_h 0.9000 (p000-r0)" in progress.line()
+    assert "best probe/knn_top1_h 90.0% (p000-r0)" in progress.line()
     low = StudyProgress("s", 2, 1, 1, "train/loss", "min")
     low.seed({"p000-r0": 0.4})
     low.result("p001-r0", 0.2)
@@ -279,3 +306,25 @@ def test_comments_between_blank_lines_stay_where_the_user_put_them(tmp_path):
     assert "  kind: central_composite" in lines  # '# two levels' spoke of the factorial
     assert lines[-1] == "# the end" and "    levels: [32, 128]   # powers of two" in lines
     assert parse_spec(load_yaml("\n".join(lines))).sha == new.sha
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"temperature": {"levels": [0, 0.5]}}, "factors.temperature: level 0.0"),
+        ({"batch_size": {"levels": [64, 100]}}, "budget_examples=1024 is unmatchable"),
+    ],
+    ids=["linear-temperature-0", "unmatched-batch"],
+)
+def test_a_refusal_found_after_the_schema_names_the_file_too(workdir, change, says):
+    """Every refusal of a study file starts with the file, as the schema's own refusals do."""
+    import yaml
+
+    data = yaml.safe_load(TOY_FILE)
+    data["factors"] |= change
+    (workdir / "bad.yaml").write_text(yaml.safe_dump(data))
+    for argv in (("plan", "bad.yaml"), ("run", "bad.yaml")):
+        done = invoke(*argv)
+        assert done.exit_code == 2, done.output
+        assert "bad.yaml: factors." in done.output and says in done.output, done.output
+    assert not (workdir / "mlflow.db").exists()
