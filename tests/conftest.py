@@ -9,10 +9,17 @@ from s3kit import s3_server  # noqa: F401  (the fixture: a real moto S3 server o
 @pytest.fixture(autouse=True, scope="session")
 def _baseline_cache(tmp_path_factory):
     """Measured baselines go to the test run's own cache (every study a test runs, in this
-    process or a child, finds it through the environment), never to the user's."""
+    process or a child, finds it through the environment), never to the user's. The pytest-xdist
+    workers of one run share it (a baseline is written atomically, so two measuring at once both
+    leave a whole file): each is measured once per run, not once per worker."""
     import os
 
-    os.environ["CONTRASTIVE_BASELINE_CACHE"] = str(tmp_path_factory.mktemp("baselines"))
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's folder; each worker's basetemp lies under it
+    cache = root / "baselines"
+    cache.mkdir(exist_ok=True)
+    os.environ["CONTRASTIVE_BASELINE_CACHE"] = str(cache)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -24,14 +31,68 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def _stop_shared_ray() -> None:
+    """Disconnect this process from the Ray it started (the shared one), which stops it."""
+    import sys
+
+    if "ray" in sys.modules:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+@pytest.fixture(scope="session")
+def _shared_ray_dir():
+    """The RAY_TMPDIR of this test process's shared Ray (see ``shared_ray``); at the end of the
+    run that Ray is stopped and every process that refers to the folder is killed by PID."""
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="rs", dir="/tmp")
+    yield path
+    _stop_shared_ray()
+    kill_processes_mentioning(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def shared_ray(_shared_ray_dir):
+    """One local Ray for every in-process study of this test process (of this pytest-xdist
+    worker), started by the first test that asks and kept for the next: ``run_study`` finds this
+    process connected and neither starts nor stops a Ray of its own, as it does on a cluster it
+    joined. It saves each study Ray's start and stop and its workers' warm-up (~5 s, ~10 s of
+    CPU). A test whose workers must see its own environment, or that signals Ray's processes,
+    takes ``ray_tmp`` instead, which stops this one first."""
+    import os
+
+    import ray
+
+    from study.runner import start_ray
+
+    if not ray.is_initialized():
+        before = os.environ.get("RAY_TMPDIR")
+        os.environ["RAY_TMPDIR"] = _shared_ray_dir
+        try:
+            start_ray(None)
+        finally:
+            if before is None:
+                os.environ.pop("RAY_TMPDIR", None)
+            else:
+                os.environ["RAY_TMPDIR"] = before
+    return _shared_ray_dir
+
+
 @pytest.fixture
 def ray_tmp(monkeypatch):
     """A short RAY_TMPDIR of the test's own (Unix socket paths are limited to ~107 bytes); at
     teardown every process that still refers to it (raylets, dashboards, agents, workers left by
-    a killed driver) is killed by PID, then the folder goes."""
+    a killed driver) is killed by PID, then the folder goes. The shared Ray, if this process
+    holds it, is stopped first: the test's studies start their own."""
     import shutil
     import tempfile
 
+    _stop_shared_ray()
     path = tempfile.mkdtemp(prefix="rt", dir="/tmp")
     monkeypatch.setenv("RAY_TMPDIR", path)
     yield path

@@ -143,7 +143,7 @@ def _ui_answers(command: str, cwd: Path) -> int:
 
 @pytest.mark.slow
 def test_a_finished_study_is_never_lost_and_its_commands_run_when_pasted(
-    tmp_path, ray_tmp, monkeypatch
+    tmp_path, shared_ray, monkeypatch
 ):
     # A folder whose name breaks unquoted shell commands, holding the data folder "20240501".
     home = tmp_path / "lab notes #3 (50%)"
@@ -229,7 +229,9 @@ def test_an_experiment_of_that_name_holding_other_runs_is_refused(workdir):
     assert len(after) == before == 1
 
 
-def test_a_driver_that_fails_leaves_nothing_running_and_says_what_to_run(workdir, monkeypatch):
+def test_a_driver_that_fails_leaves_nothing_running_and_says_what_to_run(
+    workdir, monkeypatch, shared_ray
+):
     """Tune itself failing mid-study (here: a launch that raises once its trials run)."""
     import study.runner as runner
 

@@ -193,7 +193,7 @@ def test_unfinished_factorial_is_refused_naming_its_trials(workdir):
 # end to end: Ray Tune, the embedded store, the report
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_augment_a_finished_2x2_runs_only_the_new_block_and_reports_curvature(workdir, ray_tmp):
+def test_augment_a_finished_2x2_runs_only_the_new_block_and_reports_curvature(workdir, shared_ray):
     uri, storage = sqlite_uri(workdir), workdir / "studies"
     spec = toy_file(workdir)
     first = run_study(spec, tracking_uri=uri, storage=storage, quiet=True)

@@ -30,7 +30,7 @@ def sqlite_uri(folder: Path) -> str:
 
 
 @pytest.mark.slow
-def test_default_smoke_study_records_everything_once(workdir, ray_tmp):
+def test_default_smoke_study_records_everything_once(workdir, shared_ray):
     uri = sqlite_uri(workdir)
     outcome = run_study(None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True)
     name = "default-digits-smoke"
@@ -120,7 +120,7 @@ def _assert_made_for_review(uri: str, name: str, parent, children: list) -> None
         assert [i.dataset.name for i in inputs] == ["digits"]  # once, however many attempts
 
 
-def test_changed_study_file_is_refused_with_the_difference(workdir, ray_tmp):
+def test_changed_study_file_is_refused_with_the_difference(workdir, shared_ray):
     uri = sqlite_uri(workdir)
     spec = write_spec(workdir / "s.yaml", "changes", factors={"temperature": {"levels": [0.2]}},
                       baselines=[])  # fmt: skip
@@ -142,7 +142,7 @@ def test_changed_study_file_is_refused_with_the_difference(workdir, ray_tmp):
 
 
 @pytest.mark.slow
-def test_server_mode_with_a_real_mlflow_server(workdir, ray_tmp):
+def test_server_mode_with_a_real_mlflow_server(workdir, shared_ray):
     server, uri = start_mlflow_server(
         f"sqlite:///{workdir / 'server.db'}", cwd=workdir,
         default_artifact_root=workdir / "server-artifacts",
@@ -162,7 +162,7 @@ def test_server_mode_with_a_real_mlflow_server(workdir, ray_tmp):
 
 
 @pytest.mark.slow
-def test_optuna_study_proposes_points_through_ray_tune(workdir, ray_tmp):
+def test_optuna_study_proposes_points_through_ray_tune(workdir, shared_ray):
     spec = write_spec(
         workdir / "o.yaml",
         "adaptive",
