@@ -5,11 +5,31 @@ Used from notebooks; never imports Ray, so no cluster is needed. One analysis, w
 README say of that metric (:mod:`analysis.fits`).
 """
 
-from analysis.fits import StudyAnalysis, analyse
-from analysis.frontier import pareto_frontier
-from analysis.load import default_store, load_history, load_study, read_results, recorded_studies
-from analysis.report import write_report
-from analysis.surface import ResponseSurface, UnsupportedDesignError, fit_response_surface
+import importlib
+
+# name -> the module that defines it; each is imported when first asked for (PEP 562), so a command
+# that reads one table (``analysis.load``) does not load statsmodels and matplotlib with it
+_HOMES = {
+    "StudyAnalysis": "analysis.fits", "analyse": "analysis.fits",
+    "pareto_frontier": "analysis.frontier",
+    "default_store": "analysis.load", "load_history": "analysis.load",
+    "load_study": "analysis.load", "read_results": "analysis.load",
+    "recorded_studies": "analysis.load",
+    "write_report": "analysis.report",
+    "ResponseSurface": "analysis.surface", "UnsupportedDesignError": "analysis.surface",
+    "fit_response_surface": "analysis.surface",
+}  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module 'analysis' has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "ResponseSurface",

@@ -31,6 +31,7 @@ import pandas as pd
 
 from analysis.baselines import NAMES as BASELINE_NAMES
 from analysis.baselines import baselines_of, counterpart
+from trainables.augment import strength_parameters
 
 GateStatus = Literal["pass", "fail", "not measured"]
 GATE_STATUSES: tuple[str, ...] = ("pass", "fail", "not measured")
@@ -99,9 +100,7 @@ class AugmentationInfo:
 
 def _magnitude_words(component: str, s: float) -> str:
     """One component's parameters at strength s, in words (the table is
-    :func:`trainables.augment.strength_parameters`; imported here, as it brings torch)."""
-    from trainables.augment import strength_parameters
-
+    :func:`trainables.augment.strength_parameters`)."""
     p = strength_parameters(component, s)
     if component == "crop":
         return (

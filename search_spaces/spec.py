@@ -588,3 +588,20 @@ def missing_study_file(path: str | Path | None) -> str:
 def spec_yaml(spec: StudySpec) -> str:
     """The canonical spec as YAML, for diffs and the parent run's artifact."""
     return yaml.safe_dump(spec.canonical(), sort_keys=True)
+
+
+def smoke_spec(spec: StudySpec) -> StudySpec:
+    """A seconds-per-trial copy named ``<study>-smoke``: tiny budget, one replicate."""
+    data = spec.canonical()
+    batches = spec.factors["batch_size"].levels if "batch_size" in spec.factors else None
+    batches = batches or [spec.trial.get("batch_size", 256)]
+    budget = 2 * math.lcm(*[int(b) for b in batches])
+    data["study"] = f"{spec.study}-smoke"
+    data["trial"] = data["trial"] | {
+        "budget_examples": budget, "eval_marks": 1, "heldout_size": 200,
+        "probe_train_size": 300, "linear_probe_iters": 20,
+    }  # fmt: skip
+    data["design"] = data["design"] | {"replicates": 1}
+    if spec.design.samples:
+        data["design"]["samples"] = min(spec.design.samples, 4)
+    return parse_spec(data, f"{spec.study} (smoke)")

@@ -203,8 +203,7 @@ def plan(
     When a study of the same name has finished trials in the store, the plan also gives the
     smallest effects its planned replicates detect at 80% power, from that study's error."""
     from search_spaces.designs import build_design
-    from search_spaces.spec import in_file, load_spec
-    from study.runner import smoke_spec
+    from search_spaces.spec import in_file, load_spec, smoke_spec
 
     try:
         study = load_spec(spec)
@@ -229,18 +228,20 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
     """{metric: {change: smallest effect detected at 80% power}} with the planned replicates,
     from the finished study of the same name; ({}, why not) when there is none. Reads an
     embedded store only when its file exists, and a server only when named."""
-    from analysis.load import results_frame
-    from analysis.power import detectable_with
-    from analysis.report import DEFAULT_RESPONSES
-    from study.export import results_table
-    from study.record import StudyRecord, default_tracking_uri, store_exists
+    from analysis.load import default_store, store_exists
 
     spec = table.spec
     if table.adaptive:
         return {}, ""
-    uri = tracking_uri or default_tracking_uri()
+    uri = tracking_uri or default_store()
     if tracking_uri is None and not (uri.startswith("sqlite:///") and store_exists(uri)):
-        return {}, ""
+        return {}, ""  # no record to read: nothing more is imported (MLflow, the analysis)
+    from analysis.load import results_frame
+    from analysis.power import detectable_with
+    from analysis.report import DEFAULT_RESPONSES
+    from study.export import results_table
+    from study.record import StudyRecord
+
     try:
         try:
             record = StudyRecord.existing(uri, spec.study)  # plan only reads: nothing created

@@ -28,7 +28,7 @@ from pathlib import Path
 import yaml
 
 from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPlan, build_design
-from search_spaces.spec import StudyError, StudySpec, in_file, load_spec, parse_spec
+from search_spaces.spec import StudyError, StudySpec, in_file, load_spec, smoke_spec
 from study.baselines import measure_for_study
 from study.commands import shell_command, tool, ui_command
 from study.export import export_parquet
@@ -111,23 +111,6 @@ class StudyOutcome:
 # ---------------------------------------------------------------------------------------------
 # preparing
 # ---------------------------------------------------------------------------------------------
-def smoke_spec(spec: StudySpec) -> StudySpec:
-    """A seconds-per-trial copy named ``<study>-smoke``: tiny budget, one replicate."""
-    data = spec.canonical()
-    batches = spec.factors["batch_size"].levels if "batch_size" in spec.factors else None
-    batches = batches or [spec.trial.get("batch_size", 256)]
-    budget = 2 * math.lcm(*[int(b) for b in batches])
-    data["study"] = f"{spec.study}-smoke"
-    data["trial"] = data["trial"] | {
-        "budget_examples": budget, "eval_marks": 1, "heldout_size": 200,
-        "probe_train_size": 300, "linear_probe_iters": 20,
-    }  # fmt: skip
-    data["design"] = data["design"] | {"replicates": 1}
-    if spec.design.samples:
-        data["design"]["samples"] = min(spec.design.samples, 4)
-    return parse_spec(data, f"{spec.study} (smoke)")
-
-
 def local_capacity() -> dict[str, float]:
     import torch
 

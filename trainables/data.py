@@ -28,7 +28,6 @@ from torch import Tensor
 
 from trainables import idx as idx_files
 from trainables import remote
-from trainables.augment import ViewAugment, constant
 from trainables.config import (
     DEFAULT_DATA_ROOTS,
     FASHION_MNIST_PACKAGE,
@@ -37,6 +36,7 @@ from trainables.config import (
     ON_DISK_DATASETS,
     TrialConfig,
 )
+from trainables.views import ViewAugment, constant
 
 # (mean, std) per channel of [0, 1] pixels, applied after augmentation.
 _NORMALISATION = {

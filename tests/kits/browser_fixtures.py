@@ -33,8 +33,7 @@ def smoke_study(tmp_path_factory) -> Iterator[SmokeStudy]:
     from mlflow.tracking import MlflowClient
     from studykit import child_runs, parent_runs
 
-    from search_spaces.spec import load_spec
-    from study.runner import smoke_spec
+    from search_spaces.spec import load_spec, smoke_spec
 
     name = smoke_spec(load_spec(None)).study
     folder = tmp_path_factory.mktemp("browser-study")

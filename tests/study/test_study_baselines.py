@@ -24,9 +24,9 @@ def test_the_parent_gets_them_once_and_a_new_measurement_never_overwrites_a_step
     from studykit import duplicated_metric_rows
 
     from search_spaces.designs import build_design
+    from search_spaces.spec import smoke_spec
     from study.baselines import measure_for_study
     from study.record import StudyRecord
-    from study.runner import smoke_spec
 
     spec = smoke_spec(load_spec(None))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainables.augment import COMPONENTS, ViewAugment, parse_augmentation
+from trainables.augment import COMPONENTS, parse_augmentation
+from trainables.views import ViewAugment
 
 IMAGE_COMPONENTS = [c for c in COMPONENTS]
 
