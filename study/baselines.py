@@ -29,7 +29,7 @@ from trainables.baselines import (
     measure_baselines,
     metric_name,
 )
-from trainables.data import DATA_FIELDS
+from trainables.sources import DATA_FIELDS
 
 BASELINES_ARTIFACT = "baselines.json"
 

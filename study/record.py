@@ -54,8 +54,8 @@ from search_spaces.spec import StudyError, StudySpec, spec_yaml
 from study import EVIDENCE_KEY
 from study.commands import mlflow_command
 from trainables.config import TrialConfig
-from trainables.data import DATA_FIELDS, data_dir, data_key
 from trainables.remote import is_remote
+from trainables.sources import DATA_FIELDS, data_dir, data_key
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
@@ -540,14 +540,14 @@ def trial_note(plan: TrialPlan, study: str, experiment_id: str, parent_id: str) 
 
 
 def data_fields(config: TrialConfig) -> dict[str, Any]:
-    """The TrialConfig fields the training data depends on (``trainables.data.DATA_FIELDS``)."""
+    """The TrialConfig fields the training data depends on (``trainables.sources.DATA_FIELDS``)."""
     return {name: getattr(config, name) for name in DATA_FIELDS}
 
 
 def training_dataset(config: TrialConfig) -> DatasetInput:
     """The trial's training data as an MLflow dataset input (context ``training``), read without
     loading any data. Name: the ``dataset`` field; digest: a fingerprint of
-    ``trainables.data.data_key`` (the data fields and, for data on disk, the size and time of
+    ``trainables.sources.data_key`` (the data fields and, for data on disk, the size and time of
     every file under ``data_root``, as the trainables key their cache of a dataset; for a bucket
     URI its objects' content key, from a listing); source: the data root (a bucket URI as it
     is), or the loader of digits and of the toy data; profile: the data fields."""

@@ -45,7 +45,7 @@ from study.record import (
     view_link,
 )
 from study.storage import Storage, check_writable, open_storage
-from trainables.data import check_data
+from trainables.sources import check_data
 
 RESULTS_FILE = "results.parquet"
 REPORT_DIR = "report"

@@ -96,6 +96,9 @@ def ray_tmp(monkeypatch):
     path = tempfile.mkdtemp(prefix="rt", dir="/tmp")
     monkeypatch.setenv("RAY_TMPDIR", path)
     yield path
+    # a study that failed mid-run may leave this process connected to the test's Ray, which is
+    # about to be killed: disconnect, so the next test starts a live one instead of using it
+    _stop_shared_ray()
     kill_processes_mentioning(path)
     shutil.rmtree(path, ignore_errors=True)
 

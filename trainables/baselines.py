@@ -38,16 +38,10 @@ import torch
 from torch import nn
 
 from trainables.config import TrialConfig
-from trainables.data import (
-    DataBundle,
-    ExampleStream,
-    data_key,
-    load_data,
-    make_augment,
-    step_generator,
-)
+from trainables.data import DataBundle, ExampleStream, load_data, make_augment, step_generator
 from trainables.encoders import build_model
 from trainables.probes import probe_metrics
+from trainables.sources import data_key
 
 KINDS = ("raw", "random_init", "supervised")
 DEFAULT_KINDS = ("raw", "random_init")
@@ -59,7 +53,7 @@ NAMES = {
 # What a baseline reports: the probes and the geometry of both spaces. The ``sim/`` and ``loss/``
 # diagnostics depend on the temperature and the batch (factors), so they are not baselines.
 PREFIXES = ("probe/", "h/", "z/")
-# The fields a baseline depends on besides the data (trainables.data.DATA_FIELDS): the model's
+# The fields a baseline depends on besides the data (trainables.sources.DATA_FIELDS): the model's
 # architecture, the evaluation's probes and views, and for a supervised encoder its training.
 ARCHITECTURE_FIELDS = (
     "encoder", "mlp_hidden", "activation", "feature_dim", "projection", "projection_hidden",
@@ -110,7 +104,7 @@ def cache_dir() -> Path:
 
 def baseline_key(kind: str, config: TrialConfig, seeds: tuple[int, ...]) -> str:
     """The cache key of one kind's baseline: the data (its fields and files,
-    :func:`trainables.data.data_key`), and what the kind depends on besides."""
+    :func:`trainables.sources.data_key`), and what the kind depends on besides."""
     fields = {"raw": EVALUATION_FIELDS[:4]}.get(kind, ARCHITECTURE_FIELDS + EVALUATION_FIELDS)
     if kind == "supervised":
         fields = fields + SUPERVISED_FIELDS

@@ -154,7 +154,8 @@ def test_preflight_passes_workers_spread_over_nodes():
 
 # ---- a real study: Ray Tune, Ray Train (gloo), MLflow, a worker SIGKILLed
 BATCH = 64
-BUDGET = BATCH * 240  # 15,360 examples: long enough to kill a worker after its first checkpoint
+MARKS = 4  # an evaluation and a checkpoint every 30 steps
+BUDGET = BATCH * 120  # 7,680 examples: 90 steps and 3 evaluations left to kill a worker in
 
 
 def write_workers_spec(path):
@@ -165,7 +166,7 @@ def write_workers_spec(path):
         # where SyncBatchNorm does not run)
         trial={"encoder": "mlp", "mlp_hidden": [64], "feature_dim": 32, "projection": "linear",
                "projection_dim": 16, "batch_size": BATCH, "budget_examples": BUDGET,
-               "eval_marks": 6, "negatives": "all", "device": "cpu", "compile": "off"},
+               "eval_marks": MARKS, "negatives": "all", "device": "cpu", "compile": "off"},
         resources={"workers": 2, "cpu": 1}, max_concurrent=1,
     )  # fmt: skip
 
@@ -198,7 +199,7 @@ def test_two_worker_study_end_to_end_with_a_worker_killed(workdir, ray_tmp):
     assert run.data.metrics["trial/resumed_from"] > 0
     assert runs["p001-r0"].data.metrics["trial/resumed_from"] == 0
     # every evaluation in the run exactly once, up to the full budget
-    marks = [BUDGET // 6 * k for k in range(1, 7)]
+    marks = [BUDGET // MARKS * k for k in range(1, MARKS + 1)]
     assert metric_steps(uri, run.info.run_id) == marks
     assert duplicated_metric_rows(workdir / "mlflow.db") == []
 

@@ -21,7 +21,6 @@ from trialkit import FAST_EVAL, StopAfter, preset
 import trainables.train as train_module
 from trainables.config import TrialConfig
 from trainables.data import (
-    DATA_FIELDS,
     DeviceStream,
     ExampleStream,
     ResidentData,
@@ -29,6 +28,7 @@ from trainables.data import (
     resident_batches,
     view_batches,
 )
+from trainables.sources import DATA_FIELDS
 from trainables.train import (
     CHECKPOINT_FILE,
     COMPILED_PREFIX,

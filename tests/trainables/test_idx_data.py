@@ -20,7 +20,8 @@ from s3kit import make_bucket, s3_client, s3_server  # noqa: F401
 import trainables.data as data_module
 from trainables import idx, remote
 from trainables.config import FASHION_MNIST_ROOT, TrialConfig
-from trainables.data import check_data, data_key, load_data
+from trainables.data import load_data
+from trainables.sources import check_data, data_key
 
 REAL = Path(FASHION_MNIST_ROOT)
 HAVE_REAL = all(idx.find(REAL, name) for name in idx.NAMES)

@@ -25,7 +25,8 @@ from s3kit import AWS_ENV, make_bucket, s3_client, s3_server, upload  # noqa: F4
 import trainables.data as data_module
 from trainables import remote
 from trainables.config import TrialConfig
-from trainables.data import check_data, data_key, has_groups, load_data
+from trainables.data import load_data
+from trainables.sources import check_data, data_key, has_groups
 
 ROOT = Path(__file__).resolve().parents[2]
 URI = "s3://pics/imgs"
@@ -219,7 +220,7 @@ def test_trainables_import_and_train_without_pyarrow():
         "from trainables.config import TrialConfig\n"
         "assert len(trainables.data.load_data(TrialConfig()).train_x) == 1437\n"
         "try:\n"
-        "    trainables.data.check_data(TrialConfig(dataset='cifar10', data_root='s3://b/c'))\n"
+        "    trainables.sources.check_data(TrialConfig(dataset='cifar10', data_root='s3://b/c'))\n"
         "except ValueError as err:\n"
         "    print(err)\n"
         "assert 'pyarrow' not in sys.modules\n"

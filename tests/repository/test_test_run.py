@@ -1,0 +1,27 @@
+"""The test run itself: what its workers share is this run's, never the user's or another run's."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def test_the_baseline_cache_belongs_to_this_run(tmp_path_factory):
+    """Measured baselines go to a folder of this run (shared by its pytest-xdist workers), not to
+    ~/.cache and not to the folder that holds every run's (where a stale cache would be read)."""
+    cache = Path(os.environ["CONTRASTIVE_BASELINE_CACHE"])
+    base = tmp_path_factory.getbasetemp()
+    run = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    assert cache == run / "baselines" and cache.is_dir()
+    assert not cache.is_relative_to(Path.home() / ".cache")
+
+
+def test_a_shared_ray_is_connected_and_ray_tmp_stops_it(shared_ray, request):
+    """``shared_ray`` leaves this process connected to its Ray (run_study then starts none);
+    ``ray_tmp`` disconnects it first, so the test's own studies start their own Ray."""
+    import ray
+
+    assert ray.is_initialized()
+    assert (Path(shared_ray) / "ray").is_dir()  # its session lives in the run's short folder
+    request.getfixturevalue("ray_tmp")
+    assert not ray.is_initialized()
