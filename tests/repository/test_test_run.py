@@ -25,3 +25,17 @@ def test_a_shared_ray_is_connected_and_ray_tmp_stops_it(shared_ray, request):
     assert (Path(shared_ray) / "ray").is_dir()  # its session lives in the run's short folder
     request.getfixturevalue("ray_tmp")
     assert not ray.is_initialized()
+
+
+def test_an_xdist_worker_computes_on_its_share_of_the_cores():
+    """Two workers on two cores: one torch thread each (and OMP_NUM_THREADS for what they
+    start), never every core per worker."""
+    import pytest
+    import torch
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers < 2:
+        pytest.skip("one test process: torch keeps its default threads")
+    share = max(1, (os.cpu_count() or 1) // workers)
+    assert torch.get_num_threads() == share
+    assert os.environ["OMP_NUM_THREADS"] == str(share)
