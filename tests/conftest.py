@@ -46,8 +46,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def _stop_shared_ray() -> None:
-    """Disconnect this process from the Ray it started (the shared one), which stops it."""
+def _disconnect_ray() -> None:
+    """Disconnect this process from its Ray (the shared one, or a test's own left connected by a
+    failed study), which stops a Ray this process started."""
     import sys
 
     if "ray" in sys.modules:
@@ -66,7 +67,7 @@ def _shared_ray_dir():
 
     path = tempfile.mkdtemp(prefix="rs", dir="/tmp")
     yield path
-    _stop_shared_ray()
+    _disconnect_ray()
     kill_processes_mentioning(path)
     shutil.rmtree(path, ignore_errors=True)
 
@@ -107,13 +108,13 @@ def ray_tmp(monkeypatch):
     import shutil
     import tempfile
 
-    _stop_shared_ray()
+    _disconnect_ray()
     path = tempfile.mkdtemp(prefix="rt", dir="/tmp")
     monkeypatch.setenv("RAY_TMPDIR", path)
     yield path
     # a study that failed mid-run may leave this process connected to the test's Ray, which is
     # about to be killed: disconnect, so the next test starts a live one instead of using it
-    _stop_shared_ray()
+    _disconnect_ray()
     kill_processes_mentioning(path)
     shutil.rmtree(path, ignore_errors=True)
 
