@@ -149,6 +149,17 @@ class TrackingLease:
             self._client().set_experiment_tag(eid, LEASE_TAG, "")
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host is alive (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
 class DriverLease:
     """The study's lease, held for the ``with`` block (see the module docstring).
 
@@ -192,15 +203,7 @@ class DriverLease:
     def _dead_here(self, holder: Holder) -> bool:
         """A holder on this host whose process is gone (a killed driver, rerun at once): its
         lease is dead now, without waiting out the heartbeat's timeout."""
-        if holder.host != self.me.host:
-            return False
-        try:
-            os.kill(holder.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:  # alive, another user's
-            return False
-        return False
+        return holder.host == self.me.host and not pid_alive(holder.pid)
 
     def __exit__(self, *exc) -> None:
         self._stop.set()

@@ -19,6 +19,7 @@ import contextlib
 import csv
 import difflib
 import functools
+import glob
 import hashlib
 import json
 import logging
@@ -53,6 +54,7 @@ from search_spaces.sequential import parent_run_name
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
 from study import EVIDENCE_KEY
 from study.commands import mlflow_command
+from study.lease import pid_alive
 from trainables.config import TrialConfig
 from trainables.remote import is_remote
 from trainables.sources import DATA_FIELDS, data_dir, data_key
@@ -117,6 +119,50 @@ def check_tracking_uri(uri: str, timeout: float = 5.0) -> None:
             f"--tracking-uri {uri!r}: expected sqlite:///PATH (embedded) or http(s)://HOST:PORT "
             "(an mlflow server); MLflow's file store is not supported"
         )
+
+
+def create_store(uri: str) -> None:
+    """Make sure an embedded store exists, created whole or not at all; servers make their own.
+
+    MLflow builds a new SQLite store by running its schema migrations one by one in the file
+    itself, so a second process that opens the file meanwhile (a second driver refused by the
+    lease, another study sharing the default store, ``study status``, ``mlflow ui``) runs the same
+    migrations at once and fails, or migrates a store it only meant to read. The store is
+    therefore built under a private name beside its place and linked there in one step: a process
+    that finds the file finds it complete. Two creators race harmlessly: the first link wins and
+    the other's copy is discarded.
+    """
+    if not uri.startswith("sqlite:///"):
+        return
+    path = Path(uri.removeprefix("sqlite:///"))
+    if path.is_file():
+        return
+    from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store
+
+    # MLflow's own builder, so the store (its Default experiment's artifact root included) is
+    # exactly the one MlflowClient(uri) would have created
+    _remove_dead_partials(path)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.partial")
+    try:
+        store = _get_sqlalchemy_store(f"sqlite:///{partial}", None)
+        store.engine.dispose()  # nothing keeps the private name open once it is linked
+        try:
+            os.link(partial, path)  # atomic, and never replaces a store another process made
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links: a rename is atomic too
+            if not path.exists():
+                os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _remove_dead_partials(path: Path) -> None:
+    """Remove the half-built stores of creators killed on this host (their pid is gone)."""
+    for partial in path.parent.glob(f".{glob.escape(path.name)}.*.partial"):
+        pid = partial.name.removeprefix(f".{path.name}.").split(".")[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            partial.unlink(missing_ok=True)
 
 
 def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
@@ -614,6 +660,7 @@ class StudyRecord:
     def __init__(self, tracking_uri: str, study: str, artifact_root: str | Path | None = None):
         self.uri = tracking_uri
         self.study = study
+        create_store(tracking_uri)
         self.client = MlflowClient(tracking_uri)
         experiment = self.client.get_experiment_by_name(study)
         if experiment is None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +19,7 @@ from studykit import duplicated_metric_rows
 
 from search_spaces.designs import build_design
 from search_spaces.spec import parse_spec
-from study.record import KIND, KIND_TAG, StudyRecord, training_dataset
+from study.record import KIND, KIND_TAG, StudyRecord, create_store, training_dataset
 from trainables.config import TrialConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -346,3 +348,61 @@ def test_every_metric_a_trial_reports_is_one_the_record_keeps(fields):
     names = [n for n in final_metrics(TrialConfig(**fields)) if "/" in n]
     assert any(n.startswith("shift/") for n in names)
     assert [n for n in names if not n.startswith(METRIC_PREFIXES)] == []
+
+
+CREATE = """
+import sys, time
+from pathlib import Path
+from study.record import StudyRecord
+go, uri, name = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+while not go.exists():
+    time.sleep(0.005)
+StudyRecord(uri, name)
+"""
+READ = """
+import sys, time
+from pathlib import Path
+from mlflow.tracking import MlflowClient
+from analysis.load import store_exists
+go, uri = Path(sys.argv[1]), sys.argv[2]
+while not go.exists():
+    time.sleep(0.005)
+while not store_exists(uri):
+    time.sleep(0.001)
+print(sorted(e.name for e in MlflowClient(uri).search_experiments()))
+"""
+
+
+def _python(script: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", script, *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+
+def test_a_new_store_opened_by_several_processes_at_once_is_created_whole_once(tmp_path):
+    """Two drivers create the same new embedded store at the same moment while a reader opens it
+    the instant it appears: MLflow alone runs its migrations in each process at once and they
+    fail ('table experiments already exists', 'Online migration expected to match one row'). Each
+    creator records its study, and the reader finds a complete store (its Default experiment)."""
+    go, uri = tmp_path / "go", f"sqlite:///{tmp_path / 'shared.db'}"
+    procs = [_python(CREATE, str(go), uri, "s0"), _python(CREATE, str(go), uri, "s1"),
+             _python(READ, str(go), uri)]  # fmt: skip
+    time.sleep(4)  # every process has imported MLflow and waits for the start
+    go.touch()
+    outputs = [p.communicate(timeout=120) for p in procs]
+    for proc, (_, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err[-2000:]
+    assert "Default" in outputs[-1][0]
+    names = sorted(e.name for e in MlflowClient(uri).search_experiments())
+    assert names == ["Default", "s0", "s1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["go", "shared.db"]  # no partial left
+
+
+def test_a_store_half_built_by_a_killed_creator_is_removed_and_a_live_ones_kept(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    left = tmp_path / f".s.db.{dead}.1.partial"
+    building = tmp_path / f".s.db.{os.getpid()}.2.partial"  # another thread of a live process
+    left.write_bytes(b"half")
+    building.write_bytes(b"half")
+    create_store(f"sqlite:///{tmp_path / 's.db'}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [building.name, "s.db"]
