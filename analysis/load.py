@@ -58,9 +58,11 @@ def default_store(workdir: str | Path | None = None) -> str:
 
 
 def store_exists(uri: str) -> bool:
-    """False for an embedded store whose file is not there yet; servers always exist."""
+    """False for an embedded store whose file is not there yet, or is empty (an empty SQLite file
+    holds nothing, and MLflow would write its tables into it on opening); servers always exist."""
     if uri.startswith("sqlite:///"):
-        return Path(uri.removeprefix("sqlite:///")).is_file()
+        path = Path(uri.removeprefix("sqlite:///"))
+        return path.is_file() and path.stat().st_size > 0
     return True
 
 

@@ -111,14 +111,36 @@ def check_tracking_uri(uri: str, timeout: float = 5.0) -> None:
         except (urllib.error.URLError, OSError) as err:
             raise StudyError(f"--tracking-uri {uri!r} does not answer: {err}") from None
     elif uri.startswith("sqlite:///"):
-        folder = Path(uri.removeprefix("sqlite:///")).parent
-        if not folder.is_dir():
-            raise StudyError(f"--tracking-uri {uri!r}: folder {str(folder)!r} does not exist")
+        path = Path(uri.removeprefix("sqlite:///"))
+        if not path.parent.is_dir():
+            raise StudyError(f"--tracking-uri {uri!r}: folder {str(path.parent)!r} does not exist")
+        _check_sqlite_file(uri, path)
     else:
         raise StudyError(
             f"--tracking-uri {uri!r}: expected sqlite:///PATH (embedded) or http(s)://HOST:PORT "
             "(an mlflow server); MLflow's file store is not supported"
         )
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def _check_sqlite_file(uri: str, path: Path) -> None:
+    """Refuse a path that is a folder or a file of something else (an empty file is a new store)."""
+    if path.is_dir():
+        raise StudyError(f"--tracking-uri {uri!r}: {str(path)!r} is a folder; name the store's "
+                         f"file in it, e.g. sqlite:///{path / 'mlflow.db'}")  # fmt: skip
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as err:
+        raise StudyError(f"--tracking-uri {uri!r}: cannot read {str(path)!r} ({err})") from None
+    if head != SQLITE_HEADER:
+        raise StudyError(f"--tracking-uri {uri!r}: {str(path)!r} is not an SQLite database "
+                         f"(it starts {head[:16]!r}); name an MLflow store's file, or a new "
+                         "file's, which the study will create")  # fmt: skip
 
 
 def create_store(uri: str) -> None:
@@ -135,7 +157,7 @@ def create_store(uri: str) -> None:
     if not uri.startswith("sqlite:///"):
         return
     path = Path(uri.removeprefix("sqlite:///"))
-    if path.is_file():
+    if store_exists(uri):
         return
     from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store
 
@@ -148,10 +170,11 @@ def create_store(uri: str) -> None:
         store.engine.dispose()  # nothing keeps the private name open once it is linked
         try:
             os.link(partial, path)  # atomic, and never replaces a store another process made
-        except FileExistsError:
-            pass
+        except FileExistsError:  # another creator's store, or an empty file the user made
+            if not store_exists(uri):
+                os.replace(partial, path)  # the empty file gives way to a whole store
         except OSError:  # a file system without hard links: a rename is atomic too
-            if not path.exists():
+            if not store_exists(uri):
                 os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)

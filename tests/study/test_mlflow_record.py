@@ -406,3 +406,11 @@ def test_a_store_half_built_by_a_killed_creator_is_removed_and_a_live_ones_kept(
     building.write_bytes(b"half")
     create_store(f"sqlite:///{tmp_path / 's.db'}")
     assert sorted(p.name for p in tmp_path.iterdir()) == [building.name, "s.db"]
+
+
+def test_a_study_recorded_into_an_empty_file_makes_it_a_whole_store(tmp_path):
+    (tmp_path / "s.db").touch()
+    uri = f"sqlite:///{tmp_path / 's.db'}"
+    StudyRecord(uri, "first")
+    assert sorted(e.name for e in MlflowClient(uri).search_experiments()) == ["Default", "first"]
+    assert [p.name for p in tmp_path.iterdir()] == ["s.db"]

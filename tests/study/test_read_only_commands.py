@@ -62,3 +62,24 @@ def test_loading_from_a_store_that_is_not_there_creates_none(workdir):
         with pytest.raises(LookupError, match="there is no MLflow store at sqlite:///"):
             load("default-digits")
     assert list(workdir.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("status", "nope"),
+        ("export", "nope", "--out", "x.parquet"),
+        ("report", "nope"),
+        ("power", "nope", "--metric", "z/align", "--effect", "1"),
+        ("list",),
+    ],
+    ids=["status", "export", "report", "power", "list"],
+)
+def test_reading_an_empty_store_file_leaves_it_empty(workdir, argv):
+    """An empty file (`touch mlflow.db`) is a store with nothing in it: MLflow would write its
+    whole schema into it on opening, so a command that only reads does not open it."""
+    (workdir / "mlflow.db").touch()
+    done = invoke(*argv, "--tracking-uri", f"sqlite:///{workdir / 'mlflow.db'}")
+    assert done.exit_code == (0 if argv == ("list",) else 2), done.output
+    assert "there is no MLflow store at sqlite:///" in done.output
+    assert [(p.name, p.stat().st_size) for p in workdir.iterdir()] == [("mlflow.db", 0)]

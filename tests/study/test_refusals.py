@@ -5,6 +5,7 @@ that is not a study's export or places a finished trial at no design point."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -17,6 +18,8 @@ from typer.testing import CliRunner
 from analysis.record import rows_table
 from search_spaces.spec import StudyError, load_spec, parse_spec
 from study.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def invoke(*argv: str):
@@ -82,3 +85,36 @@ def test_a_finished_trial_without_a_factor_value_is_refused_naming_both(workdir)
     assert done.exit_code == 2
     assert f"factor 'batch_size' has no value for finished trial(s) {key}" in done.output
     assert "NaN to integer" not in done.output
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("run", "search_spaces/toy_phase_diagram.yaml", "--smoke"),
+        ("status", "default-digits"),
+        ("export", "default-digits", "--out", "x.parquet"),
+        ("report", "default-digits"),
+        ("power", "default-digits", "--metric", "z/align", "--effect", "1"),
+        ("list",),
+    ],
+    ids=["run", "status", "export", "report", "power", "list"],
+)
+@pytest.mark.parametrize("store", ["a text file", "a folder"])
+def test_a_tracking_uri_that_is_no_sqlite_store_is_refused_naming_it(workdir, argv, store):
+    """A --tracking-uri naming a file of something else, or a folder, is refused with exit 2
+    before anything is read or written (it used to end in SQLAlchemy's traceback, exit 1)."""
+    path = workdir / "results.txt"
+    if store == "a folder":
+        path.mkdir()
+    else:
+        path.write_text("trial,accuracy\n")
+    uri = f"sqlite:///{path}"
+    argv = [str(ROOT / a) if a.endswith(".yaml") else a for a in argv]
+    done = invoke(*argv, "--tracking-uri", uri)
+    assert done.exit_code == 2, done.output
+    assert f"--tracking-uri {uri!r}: {str(path)!r} is " in done.output
+    why = "a folder; name the store's file in it" if store == "a folder" else "not an SQLite"
+    assert why in done.output
+    assert "Traceback" not in done.output
+    assert sorted(p.name for p in workdir.iterdir()) == ["results.txt"]
+    assert path.is_dir() or path.read_text() == "trial,accuracy\n"
