@@ -510,9 +510,49 @@ def _design_rows(coding: dict[str, FactorCoding], coded_numeric: dict[str, float
     return row
 
 
-def _optimum(fit, coding, goal: Goal):
+Quadratic = tuple[float, np.ndarray, np.ndarray]  # (f0, b, B): f0 + b·x + ½ xᵀBx
+
+
+def _quadratics(fit, coding: dict[str, FactorCoding]) -> dict[tuple, Quadratic]:
+    """Combination of categorical levels -> (f0, b, B) with the prediction at coded numeric x
+    equal to f0 + b·x + ½ xᵀBx. The model is at most quadratic in the numeric factors, so
+    central differences over unit steps (0, ±e_i, ±e_i ± e_j for i < j) give b and B exactly, to
+    float rounding; every point of every combination is predicted in one call (patsy's cost is
+    per call, not per row)."""
+    numeric = [n for n, c in coding.items() if c.kind == "numeric"]
+    categorical = [n for n, c in coding.items() if c.kind == "categorical"]
+    combos = list(itertools.product(*[coding[n].levels for n in categorical]))
+    k = len(numeric)
+    eye = np.eye(k)
+    pairs = list(itertools.combinations(range(k), 2))
+    steps = [np.zeros(k), *eye, *(-eye)]
+    for i, j in pairs:
+        steps += [eye[i] + eye[j], eye[i] - eye[j], -eye[i] + eye[j], -eye[i] - eye[j]]
+    frame = pd.DataFrame(np.tile(np.array(steps).reshape(len(steps), k), (len(combos), 1)),
+                         columns=numeric)  # fmt: skip
+    for n, name in enumerate(categorical):
+        frame[name] = np.repeat([str(combo[n]) for combo in combos], len(steps))
+    values = fit.predict(frame).to_numpy().reshape(len(combos), len(steps))
+    out = {}
+    for combo, f in zip(combos, values, strict=True):
+        f0, plus, minus = f[0], f[1 : k + 1], f[k + 1 : 2 * k + 1]
+        hessian = np.diag(plus + minus - 2 * f0)
+        for n, (i, j) in enumerate(pairs):
+            pp, pm, mp, mm = f[2 * k + 1 + 4 * n : 2 * k + 5 + 4 * n]
+            hessian[i, j] = hessian[j, i] = (pp - pm - mp + mm) / 4
+        out[combo] = (float(f0), (plus - minus) / 2, hessian)
+    return out
+
+
+def _value(quadratic: Quadratic, x: np.ndarray) -> np.ndarray:
+    """The prediction at coded points ``x`` (rows) of one quadratic."""
+    f0, b, hessian = quadratic
+    return f0 + x @ b + 0.5 * np.einsum("ni,ij,nj->n", x, hessian, x)
+
+
+def _optimum(quadratics: dict[tuple, Quadratic], coding, goal: Goal):
     """Best predicted point in the box of observed levels, over every categorical combination:
-    a grid over the coded box predicted in one call, then L-BFGS-B from the best grid point."""
+    a grid over the coded box, then L-BFGS-B from the best grid point with the exact gradient."""
     numeric = [n for n, c in coding.items() if c.kind == "numeric"]
     categorical = [n for n, c in coding.items() if c.kind == "categorical"]
     sign = -1.0 if goal == "max" else 1.0
@@ -522,21 +562,15 @@ def _optimum(fit, coding, goal: Goal):
         np.array(list(itertools.product(*[axis] * len(numeric)))) if numeric else np.zeros((1, 0))
     )
     best = None
-    for combo_values in itertools.product(*[coding[n].levels for n in categorical]):
-        combo = {k: str(v) for k, v in zip(categorical, combo_values, strict=True)}
-
-        def frame(points: np.ndarray, combo=combo) -> pd.DataFrame:
-            out = pd.DataFrame(points, columns=numeric)
-            for k, v in combo.items():
-                out[k] = v
-            return out
-
-        values = sign * fit.predict(frame(grid)).to_numpy()
+    for combo_values, quadratic in quadratics.items():
+        values = sign * _value(quadratic, grid)
         start = grid[int(np.argmin(values))]
         x, value = start, float(values.min())
         if numeric:
+            _, b, hessian = quadratic
             res = optimize.minimize(
-                lambda p: sign * float(fit.predict(frame(p[None, :])).iloc[0]), start,
+                lambda p, q=quadratic: sign * float(_value(q, p[None, :])[0]), start,
+                jac=lambda p, b=b, h=hessian: sign * (b + h @ p),
                 bounds=[(-1, 1)] * len(numeric), method="L-BFGS-B",
             )  # fmt: skip
             if res.fun < value:
@@ -547,53 +581,40 @@ def _optimum(fit, coding, goal: Goal):
     return best[1], best[2]
 
 
-def _idle_factors(fit, coding, coded_best: dict[str, float], combo, scale: float) -> list[str]:
+def _combo_key(coding, combo: dict) -> tuple:
+    return tuple(combo[n] for n, c in coding.items() if c.kind == "categorical")
+
+
+def _idle_factors(quadratics, coding, coded_best: dict[str, float], combo, scale: float):
     """Numeric factors along which the prediction at the optimum does not change (to within
     float noise next to ``scale``): any level of them is as good, so their place in the optimum
     would be float noise."""
     numeric = [n for n, c in coding.items() if c.kind == "numeric"]
-    base = {**coded_best, **{k: str(v) for k, v in combo.items()}}
+    quadratic = quadratics[_combo_key(coding, combo)]
+    best = np.array([coded_best[n] for n in numeric])
     idle = []
-    for name in numeric:
-        frame = pd.DataFrame([{**base, name: x} for x in np.linspace(-1, 1, 5)])
-        values = fit.predict(frame).to_numpy()
+    for i, name in enumerate(numeric):
+        line = np.repeat(best[None, :], 5, axis=0)
+        line[:, i] = np.linspace(-1, 1, 5)
+        values = _value(quadratic, line)
         if float(values.max() - values.min()) <= RELATIVE_TOLERANCE * scale:
             idle.append(name)
     return idle
 
 
 def _stationary(
-    fit, coding, combo, scale: float
+    quadratics, fit, coding, combo, scale: float
 ) -> tuple[dict[str, float] | None, str | None, str | None]:
-    """x_s = -½ B⁻¹ b of the numeric part at the optimum's categorical levels, and its kind;
-    none when the curvature along some direction is float noise next to ``scale`` (max |y|)."""
+    """x_s = -½ B⁻¹ b of the numeric part at the optimum's categorical levels (rsm's B; here
+    the Hessian, 2B, so x_s = -H⁻¹ b), and its kind; none when the curvature along some
+    direction is float noise next to ``scale`` (max |y|)."""
     numeric = [n for n, c in coding.items() if c.kind == "numeric"]
     if not numeric:
         return None, None, "no stationary point: no numeric factor"
     flat = [n for n in numeric if f"I({n} ** 2)" not in fit.params.index]
     if flat:
         return None, None, f"no stationary point: no curvature estimated for {', '.join(flat)}"
-    base = {k: str(v) for k, v in combo.items()}
-
-    def predict(x):
-        return float(
-            fit.predict(pd.DataFrame([{**dict(zip(numeric, x, strict=True)), **base}])).iloc[0]
-        )
-
-    # b and B by exact finite differences of the (quadratic) prediction surface
-    k = len(numeric)
-    zero = np.zeros(k)
-    f0 = predict(zero)
-    b = np.array([(predict(np.eye(k)[i]) - predict(-np.eye(k)[i])) / 2 for i in range(k)])
-    hessian = np.zeros((k, k))
-    for i in range(k):
-        e_i = np.eye(k)[i]
-        hessian[i, i] = predict(e_i) + predict(-e_i) - 2 * f0
-        for j in range(i + 1, k):
-            e_j = np.eye(k)[j]
-            value = (predict(e_i + e_j) - predict(e_i - e_j) - predict(-e_i + e_j)
-                     + predict(-e_i - e_j)) / 4  # fmt: skip
-            hessian[i, j] = hessian[j, i] = value
+    _, b, hessian = quadratics[_combo_key(coding, combo)]
     eig = np.linalg.eigvalsh(hessian)
     if np.min(np.abs(eig)) <= RELATIVE_TOLERANCE * scale:
         note = (
@@ -700,8 +721,9 @@ def _result(df, data, response, goal, factors, coding, formula, terms, fit, code
             "is no optimum and no stationary point"
         )
     else:
-        coded_best, combo = _optimum(part, coding, goal)
-        for name in _idle_factors(part, coding, coded_best, combo, scale):
+        quadratics = _quadratics(part, coding)
+        coded_best, combo = _optimum(quadratics, coding, goal)
+        for name in _idle_factors(quadratics, coding, coded_best, combo, scale):
             c = coding[name]
             coded_best[name] = 0.0
             notes.append(
@@ -713,7 +735,7 @@ def _result(df, data, response, goal, factors, coding, formula, terms, fit, code
         for name, c in coding.items():
             if c.kind == "numeric" and c.integer:
                 optimum[name] = round(optimum[name])
-        stationary, kind, note = _stationary(part, coding, combo, scale)
+        stationary, kind, note = _stationary(quadratics, fit, coding, combo, scale)
         if note:
             notes.append(note)
         at = _coded_frame(pd.DataFrame([optimum]), coding)
@@ -774,26 +796,31 @@ class Effect:
                 "detectable": plain(self.detectable), "df": self.df}  # fmt: skip
 
 
-def _contrast(surface: ResponseSurface, high: dict, low: dict) -> np.ndarray:
-    """Row of the design matrix at ``high`` minus that at ``low`` (coded values of the factor
-    that moves), every other numeric factor at its centre, categorical ones averaged over their
-    levels, blocks at their average."""
+def _contrasts(surface: ResponseSurface, moves: list[tuple[dict, dict]]) -> np.ndarray:
+    """One row per (high, low) move: the design matrix's row at ``high`` minus that at ``low``
+    (coded values of the factor that moves), every other numeric factor at its centre,
+    categorical ones averaged over their levels, blocks at their average. Every row of every
+    move is built in one call: patsy's cost is per call, not per row."""
     from patsy import build_design_matrices
 
     coding = surface.coding
     data = surface._fit.model.data
     info = getattr(data, "model_spec", None) or data.design_info  # statsmodels 0.15 / 0.14
     categorical = [n for n, c in coding.items() if c.kind == "categorical"]
+    combos = list(itertools.product(*[coding[n].levels for n in categorical]))
+    if not moves:
+        return np.zeros((0, len(surface._fit.params)))
     rows = []
-    for combo in itertools.product(*[coding[n].levels for n in categorical]):
-        base = {n: 0.0 for n, c in coding.items() if c.kind == "numeric"}
-        base |= {n: str(v) for n, v in zip(categorical, combo, strict=True)}
-        for column in _factor_part(surface._fit).block_columns:
-            base[column] = 0.0
-        frame = pd.DataFrame([{**base, **high}, {**base, **low}])
-        matrix = np.asarray(build_design_matrices([info], frame)[0])
-        rows.append(matrix[0] - matrix[1])
-    return np.mean(rows, axis=0)
+    for high, low in moves:
+        for combo in combos:
+            base = {n: 0.0 for n, c in coding.items() if c.kind == "numeric"}
+            base |= {n: str(v) for n, v in zip(categorical, combo, strict=True)}
+            for column in _factor_part(surface._fit).block_columns:
+                base[column] = 0.0
+            rows += [{**base, **high}, {**base, **low}]
+    matrix = np.asarray(build_design_matrices([info], pd.DataFrame(rows))[0])
+    differences = matrix[0::2] - matrix[1::2]
+    return differences.reshape(len(moves), len(combos), -1).mean(axis=1)
 
 
 def t_test_power(ncp: float, df: int, alpha: float = 0.05) -> float:
@@ -867,14 +894,15 @@ def factor_effects(
     if not surface.exact and df >= 1:
         ncp = noncentrality(df, alpha, power)
     effects = []
-    for name, change, high, low in changes:
-        c = _contrast(surface, high, low)
+    contrasts = _contrasts(surface, [(high, low) for _, _, high, low in changes])
+    cov = fit.cov_params().to_numpy()
+    for (name, change, _, _), c in zip(changes, contrasts, strict=True):
         estimate = float(c @ fit.params.to_numpy())
         if surface.exact:
             effects.append(Effect(surface.response, name, change, estimate, None, None, None,
                                   None, None, None, df))  # fmt: skip
             continue
-        se = float(math.sqrt(c @ fit.cov_params().to_numpy() @ c))
+        se = float(math.sqrt(c @ cov @ c))
         t_crit = float(stats.t.ppf(1 - alpha / 2, df))
         p = float(2 * stats.t.sf(abs(estimate) / se, df)) if se > 0 else None
         effects.append(Effect(surface.response, name, change, estimate, se,
