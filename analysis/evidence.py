@@ -32,6 +32,7 @@ import pandas as pd
 from analysis.baselines import NAMES as BASELINE_NAMES
 from analysis.baselines import baselines_of, counterpart
 from trainables.augment import strength_parameters
+from trainables.corruption_families import COVERED_BY, covered
 
 GateStatus = Literal["pass", "fail", "not measured"]
 GATE_STATUSES: tuple[str, ...] = ("pass", "fail", "not measured")
@@ -813,8 +814,9 @@ class FamilyShift:
     at the design point where it is largest (mean over the point's replicates).
 
     ``covered_by``: the augmentation components whose training covers the family
-    (``trainables.corruptions.COVERED_BY``; None for a family it does not name); ``covered``:
-    whether this augmentation has one (None when the family or the augmentation is unknown);
+    (``trainables.corruption_families.COVERED_BY``; None for a family it does not name);
+    ``covered``: whether this augmentation has one (None when the family or the augmentation
+    is unknown);
     ``measured`` of ``trials``: the finished trials with both a clean and a corrupted top-1."""
 
     augmentation: str
@@ -864,14 +866,10 @@ def _shift_columns(df: pd.DataFrame, probe: str) -> dict[str, tuple[str | None, 
 
 
 def _family_order() -> dict[str, int]:
-    from trainables.corruptions import COVERED_BY
-
     return {family: i for i, family in enumerate(COVERED_BY)}
 
 
 def _coverage(augmentation: str | None, family: str) -> tuple[tuple[str, ...] | None, bool | None]:
-    from trainables.corruptions import COVERED_BY, covered
-
     if family not in COVERED_BY:
         return None, None
     by = tuple(COVERED_BY[family])
@@ -880,9 +878,10 @@ def _coverage(augmentation: str | None, family: str) -> tuple[tuple[str, ...] | 
 
 def shift_drops(df: pd.DataFrame, probe: str = DEFAULT_TARGET) -> tuple[FamilyShift, ...]:
     """Every (training augmentation, corruption family) of the finished trials, in that order
-    (families in ``trainables.corruptions.COVERED_BY`` order): see :class:`FamilyShift`. A family
-    counts for an augmentation's trials when some finished trial on the same dataset measured
-    it. Empty when the frame has no shift column for ``probe`` or no ``probe`` itself."""
+    (families in ``trainables.corruption_families.COVERED_BY`` order): see
+    :class:`FamilyShift`. A family counts for an augmentation's trials when some finished
+    trial on the same dataset measured it. Empty when the frame has no shift column for
+    ``probe`` or no ``probe`` itself."""
     columns = _shift_columns(df, probe)
     done = _finished(df)
     clean = _num(done, probe)
@@ -937,7 +936,7 @@ def shift_drops(df: pd.DataFrame, probe: str = DEFAULT_TARGET) -> tuple[FamilySh
 
 def _covered_cell(row: FamilyShift) -> str:
     if row.covered_by is None:
-        return "unknown (family not in trainables.corruptions.COVERED_BY)"
+        return "unknown (family not in trainables.corruption_families.COVERED_BY)"
     names = " or ".join(row.covered_by)
     by = f"covered by {names}" if names else "no augmentation covers it"
     if row.covered is None:
@@ -1005,7 +1004,7 @@ def shift_tests(df: pd.DataFrame, attrs: dict) -> str | Table:
         f"severities. A family holds up when its mean drop over severities is at most "
         f"{_fmt(HOLD_UP_DROP)} at every design point (mean over the point's replicates; the "
         "worst point is shown); it is covered when a component of the trials' training "
-        "augmentation trains for it (trainables.corruptions.COVERED_BY). Seen and unseen "
+        "augmentation trains for it (trainables.corruption_families.COVERED_BY). Seen and unseen "
         "corruptions are kept apart: only covered families that held up are claimed as "
         f"learned invariances. {claims}"
         + (f" Mean over families and severities (shift/mean_*): {'; '.join(others)}." if others

@@ -424,7 +424,7 @@ def write_report(
     (the columns of :data:`analysis.evidence.SOURCE_RETURN_COLUMNS`), for the evidence card's
     numbers; a panel without a table still makes the card's section say what was shown."""
     from analysis.evidence import evidence_card
-    from analysis.plots import all_figures, save_figure
+    from analysis.plots import all_figures, save_figures
 
     out = Path(out_dir)
     figures_dir = out / "figures"
@@ -437,8 +437,7 @@ def write_report(
         r for r, f in analysis.fits.items() if f.findings is not None and not f.findings.beats_mean
     )
     figures = all_figures(analysis.results, history=history, surfaces=surfaces, no_optimum=unnamed)
-    for name, fig in figures.items():
-        png, svg = save_figure(fig, figures_dir, name)
+    for name, (png, svg) in save_figures(figures, figures_dir).items():
         written[f"figure:{name}"] = png
         blocks[name] = _figure_html(name, png, svg)
     no_contours = [r for r in surfaces if r in unnamed and sum(

@@ -45,7 +45,8 @@ import torch
 from torch import Tensor
 
 from trainables.config import TrialConfig
-from trainables.corruptions import SEVERITIES, corrupt, covered, families
+from trainables.corruption_families import SEVERITIES, covered, families
+from trainables.corruptions import corrupt
 from trainables.data import DataBundle
 from trainables.diagnostics import class_geometry_metrics, label_geometry
 from trainables.metrics import SPACES

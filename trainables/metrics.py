@@ -15,6 +15,7 @@ of them) and the driver read, known before a trial runs.
 from __future__ import annotations
 
 from trainables.config import TrialConfig
+from trainables.corruption_families import SEVERITIES, families
 from trainables.sources import has_groups
 
 STATUSES = ("finished", "diverged", "collapsed")
@@ -34,10 +35,6 @@ def probe_names(config: TrialConfig) -> tuple[str, ...]:
 def evidence_metrics(config: TrialConfig) -> tuple[str, ...]:
     """Every metric name :func:`trainables.measures.trial_evidence` adds to a trial's final
     evaluation."""
-    # imported here: the corruptions bring torch, which validating a study file (a fixed
-    # design's target is checked against evaluation_metrics alone) does not need
-    from trainables.corruptions import SEVERITIES, families
-
     names = [
         f"{space}/{m}_{w}"
         for space in SPACES

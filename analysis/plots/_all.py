@@ -3,7 +3,10 @@ caption."""
 
 from __future__ import annotations
 
+import os
+import pickle
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -119,9 +122,88 @@ def save_figure(fig: Figure, out_dir: str | Path, name: str) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.svg"]
     fig.savefig(paths[0], dpi=120)
+    # the layout the PNG's drawing settled on is kept for the SVG: laying out every label again
+    # (constrained layout measures every text) was a third of drawing a figure twice
+    fig.set_layout_engine("none")
     with matplotlib.rc_context({"svg.fonttype": "none"}):
         fig.savefig(paths[1], metadata={"Date": None})
     return paths
+
+
+POOL_AFTER_S = 3.0  # drawing left beyond which processes pay for their start (~1.5 s each)
+
+
+def save_figures(
+    figures: dict[str, Figure], out_dir: str | Path, processes: int | None = None
+) -> dict[str, list[Path]]:
+    """Write every figure as :func:`save_figure` does; returns name -> its two paths, in order.
+
+    The figures are drawn in parallel processes when the cores allow and the drawing left is
+    long enough to pay for starting them: the first figure is drawn here and timed, and the rest
+    go to a pool when their estimated time exceeds :data:`POOL_AFTER_S`. ``processes`` defaults to
+    the cores this process may use (its CPU affinity, capped by ``OMP_NUM_THREADS`` when set, as
+    a test worker or a batch job sets it); 1 draws everything here."""
+    names = list(figures)
+    if not names:
+        return {}
+    started = time.perf_counter()
+    done = {names[0]: save_figure(figures[names[0]], out_dir, names[0])}
+    first_s = time.perf_counter() - started
+    rest = names[1:]
+    workers = min(len(rest), processes or _usable_cores())
+    if workers >= 2 and first_s * len(rest) > POOL_AFTER_S:
+        done |= _save_in_processes({n: figures[n] for n in rest}, Path(out_dir), workers)
+    for name in rest:
+        if name not in done:  # drawn here: no pool, or a figure the pool could not take
+            done[name] = save_figure(figures[name], out_dir, name)
+    return {name: done[name] for name in names}
+
+
+def _usable_cores() -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    return min(cores or 1, int(omp)) if omp.isdigit() and int(omp) > 0 else cores or 1
+
+
+def _save_in_processes(
+    figures: dict[str, Figure], out_dir: Path, workers: int
+) -> dict[str, list[Path]]:
+    """Draw figures in ``workers`` fresh interpreters, each given its share as pickled files;
+    returns what they drew, leaving the rest (a figure that would not pickle, a process that
+    failed) to the caller. Plain subprocesses, not multiprocessing: its spawn and forkserver
+    start methods run the caller's main script again in each child (a notebook's cells, or a
+    script without a ``__main__`` guard that runs a study), and a fork would copy the caller's
+    threads mid-lock."""
+    import subprocess
+    import sys
+    import tempfile
+
+    done: dict[str, list[Path]] = {}
+    with tempfile.TemporaryDirectory(prefix="figures-") as tmp:
+        shares: list[list[str]] = [[] for _ in range(workers)]
+        for i, (name, fig) in enumerate(figures.items()):
+            try:
+                (Path(tmp) / f"{name}.pickle").write_bytes(pickle.dumps(fig))
+            except Exception:  # drawn here instead
+                continue
+            shares[i % workers].append(name)
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [package_root, os.environ.get("PYTHONPATH")]))}  # fmt: skip
+        command = [sys.executable, "-m", "analysis.plots._all", tmp, str(out_dir)]
+        quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
+        procs = [(s, subprocess.Popen([*command, *s], **quiet)) for s in shares if s]
+        for share, proc in procs:
+            proc.communicate()
+            if proc.returncode == 0:
+                done |= {n: [out_dir / f"{n}.png", out_dir / f"{n}.svg"] for n in share}
+    return done
+
+
+def _draw_pickled(tmp: str, out_dir: str, names: list[str]) -> None:
+    """A drawing process's work: save each pickled figure of ``tmp`` under ``out_dir``."""
+    for name in names:
+        save_figure(pickle.loads((Path(tmp) / f"{name}.pickle").read_bytes()), out_dir, name)
 
 
 def all_figures(
@@ -214,3 +296,9 @@ def _contour_figures(surfaces: dict[str, Any], no_optimum: frozenset[str]) -> di
             key = f"contours_{_slug(name)}_{_slug(numeric[0])}_{_slug(numeric[1])}"
             figures[key] = surface_contours(surface, numeric[0], numeric[1])
     return figures
+
+
+if __name__ == "__main__":  # a drawing process of _save_in_processes
+    import sys
+
+    _draw_pickled(sys.argv[1], sys.argv[2], sys.argv[3:])

@@ -46,8 +46,8 @@ _GEOMETRY = ("align", "uniform", "effective_rank", "dim_std_min", "dim_std_mean"
 _CLASS_GEOMETRY = ("align_worst_class", "align_class_spread", "align_classes",
                    "uniform_worst_class", "uniform_class_spread", "uniform_classes")  # fmt: skip
 _SUBGROUPS = ("", "_worst_class", "_class_gap", "_worst_group", "_group_gap")
-# The shift tests' corruption families (trainables.corruptions.COVERED_BY: images, then toy vectors)
-# and severities; tests/analysis/test_plots.py checks the families against trainables.
+# The shift tests' corruption families (trainables.corruption_families.COVERED_BY: images, then
+# toy vectors) and severities; tests/analysis/test_plots.py checks the families against trainables.
 _SHIFT_FAMILIES = ("gaussian_noise", "gaussian_blur", "contrast", "jpeg", "occlusion", "noise",
                    "mean_shift")  # fmt: skip
 _SHIFT_SEVERITIES = (1, 2, 3, 4, 5)

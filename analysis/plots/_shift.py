@@ -24,13 +24,15 @@ from analysis.plots._common import (
     _title,
 )
 from analysis.plots._trajectories import _point_descriptions
+from trainables.corruption_families import COVERED_BY, covered
 
 CAPTION = (
     "{probe} probe top-1 accuracy on the held-out split against corruption severity (0 = clean), "
     "one row of panels per corruption family, h (backbone features) left and z (projection "
     "output) right where both are recorded, one line per design point (mean ± SE over its "
     "replicates): solid where "
-    "the point's training augmentation covers the family (trainables.corruptions.COVERED_BY), "
+    "the point's training augmentation covers the family "
+    "(trainables.corruption_families.COVERED_BY), "
     "dashed where it does not. Look for solid lines that fall: an invariance the augmentation "
     "implies but did not deliver (release-gate item 12 fails when the mean drop over severities "
     f"exceeds {_fmt(HOLD_UP_DROP)} at a point); flat dashed lines are robustness beyond what was "
@@ -51,7 +53,8 @@ def caption_of(name: str) -> str | None:
 
 def shift_families(df: pd.DataFrame, probe: str = "knn", space: str = "h") -> dict[str, list[int]]:
     """family -> its severities with a ``shift/<family>/s<k>/{probe}_top1_{space}`` column, the
-    families in ``trainables.corruptions.COVERED_BY`` order (unknown ones after, by name)."""
+    families in ``trainables.corruption_families.COVERED_BY`` order (unknown ones after, by
+    name)."""
     leaf = f"{probe}_top1_{space}"
     found: dict[str, list[int]] = {}
     for col in df.columns:
@@ -60,8 +63,6 @@ def shift_families(df: pd.DataFrame, probe: str = "knn", space: str = "h") -> di
             found.setdefault(match["family"], []).append(int(match["severity"]))
     if not found:
         return {}
-    from trainables.corruptions import COVERED_BY
-
     order = {family: i for i, family in enumerate(COVERED_BY)}
     return {f: sorted(found[f]) for f in sorted(found, key=lambda f: (order.get(f, len(order)), f))}
 
@@ -72,10 +73,8 @@ def shift_table(df: pd.DataFrame, probe: str = "knn", space: str = "h") -> pd.Da
     (:func:`shift_families`), top-1 at severity 0 (clean: ``probe/{probe}_top1_{space}``) and
     at each severity k (``shift/<family>/s<k>/{probe}_top1_{space}``), mean over the trials
     with a value, se = sd / sqrt(n) (NaN when n = 1). ``covered``: whether the point's
-    ``augmentation`` trains for the family (``trainables.corruptions.covered``); None when the point
-    has no augmentation recorded or the family is not in ``COVERED_BY``."""
-    from trainables.corruptions import COVERED_BY, covered
-
+    ``augmentation`` trains for the family (``trainables.corruption_families.covered``); None
+    when the point has no augmentation recorded or the family is not in ``COVERED_BY``."""
     clean = f"probe/{probe}_top1_{space}"
     columns = ["point_id", "augmentation", "family", "covered", "severity", "mean", "se", "n"]
     families = shift_families(df, probe, space)

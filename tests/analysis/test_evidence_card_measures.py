@@ -1,9 +1,10 @@
 """The evidence card's per-class geometry, subgroups, shift tests and source return, and release
 gate items 8 and 12, on small hand-built results frames; the report's Source return section.
 
-Coverage follows the trainables.corruptions contract: gaussian_noise <- noise, gaussian_blur <-
-blur, contrast <- color, occlusion <- erase, jpeg <- none; toy vectors noise <- noise, mean_shift <-
-none. Accuracies and drops are dyadic fractions, so every mean below is exact."""
+Coverage follows the trainables.corruption_families contract: gaussian_noise <- noise,
+gaussian_blur <- blur, contrast <- color, occlusion <- erase, jpeg <- none; toy vectors
+noise <- noise, mean_shift <- none. Accuracies and drops are dyadic fractions, so every mean
+below is exact."""
 
 from __future__ import annotations
 

@@ -43,6 +43,7 @@ from analysis.plots import (
     probe_table,
     probe_vs_temperature,
     save_figure,
+    save_figures,
     shift,
     shift_families,
     shift_table,
@@ -633,6 +634,28 @@ def test_all_figures_render_and_save(tmp_path):
         assert paths[0].read_bytes()[:4] == b"\x89PNG"
 
 
+def test_figures_drawn_in_processes_are_the_figures_drawn_here(tmp_path, monkeypatch):
+    """save_figures hands figures to drawing processes (forced here: two processes, no
+    minimum time) and they write the same PNGs as save_figure in this process; a figure that
+    cannot travel (it holds a lambda, which pickle refuses) is drawn here."""
+    import analysis.plots._all as plots_all
+
+    figures = all_figures(default_frame(), default_history())
+    names = ["plane_z", "trajectories_z", "main_effects", "interactions"]
+    chosen = {name: figures[name] for name in names}
+    chosen["interactions"].stays_here = lambda: None  # not picklable
+    monkeypatch.setattr(plots_all, "POOL_AFTER_S", 0.0)
+    saved = save_figures(chosen, tmp_path / "pool", processes=2)
+    assert list(saved) == names
+    for name in names:
+        here = save_figure(figures[name], tmp_path / "here", name)
+        assert [p.name for p in saved[name]] == [p.name for p in here]
+        assert saved[name][0].read_bytes() == here[0].read_bytes()
+        assert saved[name][1].read_bytes()[:5] == b"<?xml"
+    drawn_there = plots_all._save_in_processes(chosen, tmp_path / "there", 2)
+    assert set(drawn_there) == {"plane_z", "trajectories_z", "main_effects"}
+
+
 def _smallest_text_px(fig: Figure, width_px: float = 400) -> tuple[float, str]:
     """(size in CSS px, text) of the figure's smallest drawn text when the figure is shown
     ``width_px`` wide: points x (width_px / the figure's width in points)."""
@@ -756,7 +779,7 @@ def test_every_figure_module_has_a_caption():
 
 def test_caption_vocabulary_covers_every_metric_and_numeric_setting():
     from trainables.config import TrialConfig
-    from trainables.corruptions import COVERED_BY
+    from trainables.corruption_families import COVERED_BY
     from trainables.metrics import final_metrics
     from trainables.text import base_type
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 from resultskit import NOISE, RESPONSE, SEED_LUCK, planted, study
@@ -13,7 +14,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from analysis.report import _fit_html, analyse, common_seed_blocks, write_report
-from analysis.surface import factor_effects, fit_response_surface
+from analysis.surface import factor_effects, fit_response_surface, holm
 
 
 def temperature(effects):
@@ -122,3 +123,20 @@ def test_the_default_study_report_states_an_effect_with_its_evidence(tmp_path):
     assert section.index("Doubling temperature lowers") < section.index("Predicted optimum")
     assert section.index("Predicted optimum") < section.index("adjusted R² =")
     assert "replicate is modelled as a block" in section
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_holm_adjusted_p_values_match_statsmodels(seed):
+    """analysis.surface.holm against statsmodels' multipletests (the reference) on random p
+    with ties, ones and tiny values; and on a hand-worked example."""
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 12))
+    p = rng.choice([rng.uniform(0, 1), 1.0, 1e-9, 0.03], size=m) if seed % 3 == 0 else (
+        rng.uniform(0, 0.2, size=m))  # fmt: skip
+    assert holm(p) == pytest.approx(multipletests(p, method="holm")[1], abs=1e-15)
+
+
+def test_holm_worked_by_hand():
+    # sorted 0.01, 0.02, 0.04 (m = 3): 3 × 0.01 = 0.03; 2 × 0.02 = 0.04; 1 × 0.04 = 0.04
+    assert list(holm([0.04, 0.01, 0.02])) == pytest.approx([0.04, 0.03, 0.04])
+    assert list(holm([0.5, 0.6])) == pytest.approx([1.0, 1.0])

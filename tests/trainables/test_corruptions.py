@@ -11,15 +11,17 @@ import torch
 from sklearn.datasets import load_digits
 
 from trainables.augment import COMPONENTS
-from trainables.corruptions import (
+from trainables.corruption_families import (
     COVERED_BY,
     IMAGE_FAMILIES,
     LEVELS,
     SEVERITIES,
     VECTOR_FAMILIES,
+    covered,
+)
+from trainables.corruptions import (
     blur_sigma,
     corrupt,
-    covered,
     dct_matrix,
     gaussian_blur,
     occlusion_mask,
