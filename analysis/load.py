@@ -19,9 +19,14 @@ the store and the studies it holds (:func:`unknown_study`).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
+import re
+import shlex
 import sqlite3
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -66,6 +71,84 @@ def store_exists(uri: str) -> bool:
     return True
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def store_problem(uri: str) -> str | None:
+    """Why an embedded store's file cannot be opened as this MLflow's store, in words; None when
+    it can, when it is absent or empty (a new store), and for a server. Read without writing:
+    MLflow would write its tables into an SQLite file of something else (an Optuna storage, say)
+    even to read it, and stops with a traceback on another MLflow version's schema."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = Path(uri.removeprefix("sqlite:///"))
+    if path.is_dir():
+        inside = f"sqlite:///{path / 'mlflow.db'}"
+        return f"{str(path)!r} is a folder; name the store's file in it, e.g. {inside}"
+    if not store_exists(uri):
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as err:
+        return f"cannot read {str(path)!r} ({err})"
+    if head != SQLITE_HEADER:
+        return (f"{str(path)!r} is not an SQLite database (it starts {head!r}); name an MLflow "
+                "store's file, or a new file's, which the study will create")  # fmt: skip
+    return _schema_problem(path)
+
+
+def _schema_problem(path: Path) -> str | None:
+    read_only = f"{path.resolve().as_uri()}?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(read_only, uri=True)) as db:
+            listed = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            tables = {row[0] for row in listed if not row[0].startswith("sqlite_")}
+            found = None
+            if "alembic_version" in tables:
+                found = db.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.Error as err:
+        return f"cannot read {str(path)!r} ({err})"
+    if not {"experiments", "runs", "alembic_version"} <= tables:
+        some = ", ".join(sorted(tables)[:6]) or "none"
+        return (f"{str(path)!r} is an SQLite database but not an MLflow store (its tables: "
+                f"{some}); name an MLflow store's file, or a new file's, which the study will "
+                "create")  # fmt: skip
+    expected, version = mlflow_schema_head(), found[0] if found else None
+    if version == expected:
+        return None
+    from importlib.metadata import version as installed
+
+    here = Path(sys.executable).with_name("mlflow")  # this environment's, as the CLI names it
+    tool = str(here) if here.is_file() else "mlflow"
+    upgrade = f"{shlex.quote(tool)} db upgrade {shlex.quote(f'sqlite:///{path}')}"
+    return (f"the store's schema is version {version}, and MLflow {installed('mlflow')} here "
+            f"reads {expected}: it was written by another MLflow. Back it up, then upgrade it "
+            f"({upgrade}), or use the MLflow that wrote it")  # fmt: skip
+
+
+@functools.cache
+def mlflow_schema_head() -> str:
+    """The schema revision the installed MLflow reads and writes, read from its migration
+    scripts without importing MLflow (2–4 s): the one revision no other revises. MLflow's own
+    answer when the scripts do not name exactly one."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mlflow")
+    versions = Path(spec.origin).parent / "store" / "db_migrations" / "versions"
+    revisions, revised = set(), set()
+    pattern = re.compile(r'^(down_revision|revision)\s*=\s*"([0-9a-f]+)"', re.M)
+    for script in versions.glob("*.py"):
+        for kind, revision in pattern.findall(script.read_text()):
+            (revisions if kind == "revision" else revised).add(revision)
+    heads = revisions - revised
+    if len(heads) == 1:
+        return heads.pop()
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    return _get_latest_schema_revision()
+
+
 def recorded_studies(uri: str) -> list[str]:
     """The names of the studies a store holds (active experiments with a parent run), read
     without writing: an embedded store that does not exist holds none."""
@@ -74,6 +157,8 @@ def recorded_studies(uri: str) -> list[str]:
 
     if not store_exists(uri):
         return []
+    if problem := store_problem(uri):
+        raise ValueError(f"tracking store {uri}: {problem}")
     client = MlflowClient(uri)
     names = []
     for experiment in client.search_experiments(view_type=ViewType.ACTIVE_ONLY):
@@ -173,6 +258,7 @@ def load_study(name: str, tracking_uri: str | None = None) -> pd.DataFrame:
     Raises:
         LookupError: there is no store there, or it holds no (active) study of that name; the
             message names the store and the studies it holds (:func:`unknown_study`).
+        ValueError: the file there is no store this MLflow reads (:func:`store_problem`).
     """
     from mlflow.tracking import MlflowClient
 
@@ -189,8 +275,10 @@ def load_study(name: str, tracking_uri: str | None = None) -> pd.DataFrame:
 def _uri(tracking_uri: str | None, study: str) -> str:
     """``tracking_uri``, else :func:`default_store`. Reading never creates a store: an embedded
     one whose file is not there is a LookupError naming it (an MlflowClient on it would write
-    an empty database there)."""
+    an empty database there), and a file that is no store this MLflow reads a ValueError."""
     uri = tracking_uri or default_store()
+    if problem := store_problem(uri):
+        raise ValueError(f"tracking store {uri}: {problem}")
     if not store_exists(uri):
         raise LookupError(unknown_study(uri, study))
     return uri

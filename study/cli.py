@@ -228,7 +228,7 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
     """{metric: {change: smallest effect detected at 80% power}} with the planned replicates,
     from the finished study of the same name; ({}, why not) when there is none. Reads an
     embedded store only when its file exists, and a server only when named."""
-    from analysis.load import default_store, store_exists
+    from analysis.load import default_store, store_exists, store_problem
 
     spec = table.spec
     if table.adaptive:
@@ -242,6 +242,8 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
     from study.export import results_table
     from study.record import StudyRecord
 
+    if problem := store_problem(uri):
+        return {}, f"the record could not be read ({problem})"
     try:
         try:
             record = StudyRecord.existing(uri, spec.study)  # plan only reads: nothing created

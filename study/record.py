@@ -38,7 +38,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_GIT_COMMIT, MLFLOW_RUN_NOTE
 
-from analysis.load import default_store, store_exists, unknown_study
+from analysis.load import default_store, store_exists, store_problem, unknown_study
 from analysis.record import (
     BLOCK_TAG,
     PARENT,
@@ -114,33 +114,14 @@ def check_tracking_uri(uri: str, timeout: float = 5.0) -> None:
         path = Path(uri.removeprefix("sqlite:///"))
         if not path.parent.is_dir():
             raise StudyError(f"--tracking-uri {uri!r}: folder {str(path.parent)!r} does not exist")
-        _check_sqlite_file(uri, path)
+        problem = store_problem(uri)
+        if problem:
+            raise StudyError(f"--tracking-uri {uri!r}: {problem}")
     else:
         raise StudyError(
             f"--tracking-uri {uri!r}: expected sqlite:///PATH (embedded) or http(s)://HOST:PORT "
             "(an mlflow server); MLflow's file store is not supported"
         )
-
-
-SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
-
-
-def _check_sqlite_file(uri: str, path: Path) -> None:
-    """Refuse a path that is a folder or a file of something else (an empty file is a new store)."""
-    if path.is_dir():
-        raise StudyError(f"--tracking-uri {uri!r}: {str(path)!r} is a folder; name the store's "
-                         f"file in it, e.g. sqlite:///{path / 'mlflow.db'}")  # fmt: skip
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    try:
-        with open(path, "rb") as f:
-            head = f.read(len(SQLITE_HEADER))
-    except OSError as err:
-        raise StudyError(f"--tracking-uri {uri!r}: cannot read {str(path)!r} ({err})") from None
-    if head != SQLITE_HEADER:
-        raise StudyError(f"--tracking-uri {uri!r}: {str(path)!r} is not an SQLite database "
-                         f"(it starts {head[:16]!r}); name an MLflow store's file, or a new "
-                         "file's, which the study will create")  # fmt: skip
 
 
 def create_store(uri: str) -> None:

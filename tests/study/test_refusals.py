@@ -5,6 +5,8 @@ that is not a study's export or places a finished trial at no design point."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -87,6 +89,33 @@ def test_a_finished_trial_without_a_factor_value_is_refused_naming_both(workdir)
     assert "NaN to integer" not in done.output
 
 
+@pytest.fixture(scope="module")
+def not_stores(tmp_path_factory) -> dict[str, Path]:
+    """Files a --tracking-uri may name that are no store this MLflow reads, built once: an
+    Optuna storage (SQLite, other tables) and an MLflow store of an older schema version."""
+    import sqlite3
+
+    import optuna
+
+    from study.record import StudyRecord
+
+    folder = tmp_path_factory.mktemp("not-stores")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.create_study(storage=f"sqlite:///{folder / 'optuna.db'}", study_name="tuning")
+    StudyRecord(f"sqlite:///{folder / 'old.db'}", "default-digits")
+    with sqlite3.connect(folder / "old.db") as db:  # MLflow 1.x's first schema revision
+        db.execute("UPDATE alembic_version SET version_num = '451aebb31d03'")
+    return {"an Optuna storage": folder / "optuna.db", "an older MLflow's store": folder / "old.db"}
+
+
+STORES = {
+    "a text file": "is not an SQLite database",
+    "a folder": "is a folder; name the store's file in it",
+    "an Optuna storage": "is an SQLite database but not an MLflow store (its tables: ",
+    "an older MLflow's store": "the store's schema is version 451aebb31d03, and MLflow ",
+}
+
+
 @pytest.mark.parametrize(
     "argv",
     [
@@ -99,22 +128,44 @@ def test_a_finished_trial_without_a_factor_value_is_refused_naming_both(workdir)
     ],
     ids=["run", "status", "export", "report", "power", "list"],
 )
-@pytest.mark.parametrize("store", ["a text file", "a folder"])
-def test_a_tracking_uri_that_is_no_sqlite_store_is_refused_naming_it(workdir, argv, store):
-    """A --tracking-uri naming a file of something else, or a folder, is refused with exit 2
-    before anything is read or written (it used to end in SQLAlchemy's traceback, exit 1)."""
-    path = workdir / "results.txt"
+@pytest.mark.parametrize("store", list(STORES))
+def test_a_tracking_uri_that_is_no_store_of_this_mlflow_is_refused_naming_it(
+    workdir, not_stores, argv, store
+):
+    """A --tracking-uri naming a file of something else, a folder, an SQLite database of
+    another program or a store of another MLflow version is refused with exit 2 before
+    anything is read or written. It used to end in a traceback (exit 1), and MLflow wrote its
+    own tables into the Optuna storage even for a command that only reads."""
+    path = workdir / "store.db"
     if store == "a folder":
         path.mkdir()
-    else:
+    elif store == "a text file":
         path.write_text("trial,accuracy\n")
+    else:
+        shutil.copyfile(not_stores[store], path)
+    before = None if path.is_dir() else path.read_bytes()
     uri = f"sqlite:///{path}"
     argv = [str(ROOT / a) if a.endswith(".yaml") else a for a in argv]
     done = invoke(*argv, "--tracking-uri", uri)
     assert done.exit_code == 2, done.output
-    assert f"--tracking-uri {uri!r}: {str(path)!r} is " in done.output
-    why = "a folder; name the store's file in it" if store == "a folder" else "not an SQLite"
-    assert why in done.output
+    assert f"--tracking-uri {uri!r}: " in done.output
+    assert STORES[store] in " ".join(done.output.split())
     assert "Traceback" not in done.output
-    assert sorted(p.name for p in workdir.iterdir()) == ["results.txt"]
-    assert path.is_dir() or path.read_text() == "trial,accuracy\n"
+    assert sorted(p.name for p in workdir.iterdir()) == ["store.db"]
+    assert path.is_dir() or path.read_bytes() == before
+
+
+def test_a_notebook_reading_a_file_that_is_no_store_is_told_why_and_it_stays_as_it_was(
+    workdir, not_stores
+):
+    from analysis.load import load_history, load_study, recorded_studies
+
+    for store, path in not_stores.items():
+        before = path.read_bytes()
+        uri = f"sqlite:///{path}"
+        reads = ((load_study, ("default-digits", uri)), (load_history, ("default-digits", uri)),
+                 (recorded_studies, (uri,)))  # fmt: skip
+        for read, args in reads:
+            with pytest.raises(ValueError, match=re.escape(STORES[store])):
+                read(*args)
+        assert path.read_bytes() == before
