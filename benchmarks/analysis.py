@@ -1,7 +1,7 @@
 """Analysis at scale: every fit, figure and the report for a 1,000-trial table, and loading
 1,000 runs from the embedded MLflow store.
 
-    .venv/bin/python benchmarks/analysis.py            # 1,000 trials (targets: ≤ 10 s, ≤ 15 s)
+    .venv/bin/python benchmarks/analysis.py            # 1,000 trials (targets: ≤ 10 s, ≤ 5 s)
     .venv/bin/python benchmarks/analysis.py --smoke    # 100 trials
 
 The table is synthetic but shaped like a real export (temperature × batch size × augmentation,
@@ -112,7 +112,7 @@ def main() -> None:
     print(f"{n} trials ({len(history)} evaluations); store written in {built:.1f} s (not timed)")
     print("| step | seconds | target |")
     print("|---|---:|---:|")
-    print(f"| load_study ({n} runs from SQLite MLflow) | {loaded:.2f} | ≤ 15 |")
+    print(f"| load_study ({n} runs from SQLite MLflow) | {loaded:.2f} | ≤ 5 |")
     print(f"| load_history (3 metrics) | {history_s:.2f} | |")
     print(f"| fit {len(analysis.fits)} response surfaces + frontier | {fitted:.2f} | |")
     print(f"| {figures} figures (PNG + SVG), evidence card, report.html | {reported:.2f} | |")

@@ -62,3 +62,9 @@ def test_analysis_benchmark_smoke():
     out = run(sys.executable, "benchmarks/analysis.py", "--smoke")
     assert "| load_study (100 runs from SQLite MLflow) |" in out
     assert "| fits, plots and report together |" in out
+
+
+def test_commands_benchmark_smoke():
+    out = run(sys.executable, "benchmarks/commands.py", "--smoke")
+    for command in ("--help", "plan", "list", "status", "export", "power"):
+        assert f"| study {command}" in out, out

@@ -1,0 +1,72 @@
+"""How long the commands that only read or validate take, each run as a user types it.
+
+    .venv/bin/python benchmarks/commands.py            # each command 3 times (target: ≤ 1 s)
+    .venv/bin/python benchmarks/commands.py --smoke    # each once
+
+Against a real embedded MLflow store holding one finished synthetic study of 40 trials (written
+through ``study.record.StudyRecord`` as a study writes it; see ``benchmarks/analysis.py``), in a
+fresh folder: ``study --help``, ``plan`` of the shipped default study, ``list``, ``status``,
+``export`` and ``power``. Each time is the wall time of the whole process (interpreter start,
+imports, reading, printing), the median of the repeats. Nothing is timed inside a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDY = str(Path(sys.executable).with_name("study"))
+
+
+def _analysis_benchmark():
+    """benchmarks/analysis.py as a module (its name would shadow the analysis package)."""
+    spec = importlib.util.spec_from_file_location("bench_analysis", ROOT / "benchmarks/analysis.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def commands(uri: str, folder: Path) -> dict[str, list[str]]:
+    store = ["--tracking-uri", uri]
+    return {
+        "study --help": ["--help"],
+        "study plan search_spaces/default.yaml": ["plan", str(ROOT / "search_spaces/default.yaml")],
+        "study list": ["list", *store],
+        "study status bench": ["status", "bench", *store],
+        "study export bench": ["export", "bench", "--out", str(folder / "x.parquet"), *store],
+        "study power bench": ["power", "bench", "--metric", "z/align", "--effect", "0.01", *store],
+    }
+
+
+def timed(argv: list[str], cwd: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run([STUDY, *argv], cwd=cwd, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="each command once")
+    args = parser.parse_args()
+    repeats = 1 if args.smoke else 3
+    bench = _analysis_benchmark()
+    with tempfile.TemporaryDirectory(prefix="bench-commands-") as tmp:
+        folder = Path(tmp)
+        uri = bench.build_store(folder, bench.synthetic_plans(40))
+        print(f"{repeats} run(s) each, median wall seconds of the whole process")
+        print("| command | seconds | target |")
+        print("|---|---:|---:|")
+        for name, argv in commands(uri, folder).items():
+            seconds = statistics.median(timed(argv, folder) for _ in range(repeats))
+            print(f"| {name} | {seconds:.2f} | ≤ 1 |")
+
+
+if __name__ == "__main__":
+    main()
