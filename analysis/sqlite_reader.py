@@ -80,6 +80,19 @@ class SQLiteReader:
     def close(self) -> None:
         self._db.close()
 
+    # the reads that need MLflow's artifact repositories or its history pages go to MLflow's
+    # own client, made on first need; nothing that writes is reachable through the reader
+    _THROUGH_MLFLOW = frozenset({"list_artifacts", "download_artifacts", "get_metric_history"})
+
+    def __getattr__(self, name: str):
+        if name not in SQLiteReader._THROUGH_MLFLOW:
+            raise AttributeError(f"{type(self).__name__} reads only; it has no {name!r}")
+        if "_client" not in self.__dict__:
+            from mlflow.tracking import MlflowClient
+
+            self.__dict__["_client"] = MlflowClient(self.uri)
+        return getattr(self.__dict__["_client"], name)
+
     def _rows(self, sql: str, args: tuple = ()) -> list[tuple]:
         return self._db.execute(sql, args).fetchall()
 
@@ -182,7 +195,7 @@ class SQLiteReader:
 def read_client(uri: str):
     """The cheapest client that reads ``uri``: :class:`SQLiteReader` for an embedded store this
     MLflow reads (no MLflow import), else ``MlflowClient``."""
-    from analysis.load import store_exists, store_problem
+    from analysis.store import store_exists, store_problem
 
     if uri.startswith("sqlite:///") and store_exists(uri) and store_problem(uri) is None:
         with contextlib.suppress(sqlite3.Error):

@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
-from pydoe import bbdesign, ff2n, fracfact, fracfact_by_res, fullfact, lhs
 
 from search_spaces.spec import Factor, StudyError, StudySpec, kind_words
 from trainables.config import TrialConfig
@@ -292,12 +291,12 @@ def _points_full_factorial(spec: StudySpec) -> tuple[list[Point], dict]:
     for name in names:
         if spec.factors[name].levels is None:
             raise StudyError(f"factors.{name}: full_factorial needs levels, got a range")
-    indices = fullfact([len(spec.factors[n].levels) for n in names]).astype(int)
-    # pyDOE varies the first factor fastest; reverse so the first factor varies slowest
-    order = sorted(range(len(indices)), key=lambda r: tuple(indices[r]))
+    # every combination of level indices, the first factor varying slowest: pyDOE's fullfact
+    # rows sorted (tests/search_spaces checks it), without importing pyDOE (and scipy.stats,
+    # a second) for what `study plan` of the commonest design needs
+    indices = list(itertools.product(*[range(len(spec.factors[n].levels)) for n in names]))
     return [
-        Point({n: spec.factors[n].levels[indices[r][i]] for i, n in enumerate(names)})
-        for r in order
+        Point({n: spec.factors[n].levels[row[i]] for i, n in enumerate(names)}) for row in indices
     ], {}
 
 
@@ -435,11 +434,15 @@ def _points_fractional(spec: StudySpec) -> tuple[list[Point], dict]:
     if design.generators:
         check_generators(design.generators, names)
         try:
+            from pydoe import fracfact
+
             coded = fracfact(design.generators.lower())
         except ValueError as err:  # anything our check did not foresee still names the field
             raise StudyError(f"design.generators: {design.generators!r}: {err}") from None
     else:
         try:
+            from pydoe import fracfact_by_res
+
             coded = fracfact_by_res(len(names), design.resolution or 3)
         except ValueError as err:
             raise StudyError(
@@ -493,6 +496,8 @@ def ccd_coded(k: int, face: str, alpha: float, center: int) -> tuple[np.ndarray,
     at ±1, axial at ±alpha (outside the bounds); cci: the ccc scaled by 1/alpha, so axial points
     sit on the bounds; ccf: axial at ±1. Roles: factorial, axial, center.
     """
+    from pydoe import ff2n
+
     factorial = ff2n(k)
     axial = np.zeros((2 * k, k))
     for i in range(k):
@@ -515,6 +520,8 @@ def bb_coded(k: int, center: int) -> tuple[np.ndarray, list[str]]:
     designs for 6 or more cross larger blocks, pyDOE crosses pairs still. Needs k >= 3 (checked
     by the caller).
     """
+    from pydoe import bbdesign
+
     edges = bbdesign(k, center=0)
     coded = np.vstack([edges, np.zeros((center, k))])
     return coded, ["edge"] * len(edges) + ["center"] * center
@@ -624,6 +631,8 @@ def _points_latin_hypercube(spec: StudySpec) -> tuple[list[Point], dict]:
     names = list(spec.factors)
     if not spec.design.samples:
         raise StudyError("design.samples: latin_hypercube needs samples (how many points)")
+    from pydoe import lhs
+
     units = lhs(len(names), samples=spec.design.samples, criterion="maximin", seed=spec.design.seed)
     points = []
     for row in units:

@@ -228,7 +228,7 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
     """{metric: {change: smallest effect detected at 80% power}} with the planned replicates,
     from the finished study of the same name; ({}, why not) when there is none. Reads an
     embedded store only when its file exists, and a server only when named."""
-    from analysis.load import default_store, store_exists, store_problem
+    from analysis.store import default_store, store_exists, store_problem
 
     spec = table.spec
     if table.adaptive:
@@ -236,21 +236,23 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
     uri = tracking_uri or default_store()
     if tracking_uri is None and not (uri.startswith("sqlite:///") and store_exists(uri)):
         return {}, ""  # no record to read: nothing more is imported (MLflow, the analysis)
-    from analysis.load import results_frame
-    from analysis.power import detectable_with
-    from analysis.report import DEFAULT_RESPONSES
-    from study.export import results_table
     from study.record import StudyRecord
 
     if problem := store_problem(uri):
         return {}, f"the record could not be read ({problem})"
     try:
         try:
-            record = StudyRecord.existing(uri, spec.study)  # plan only reads: nothing created
+            record = StudyRecord.existing(uri, spec.study, read_only=True)  # plan only reads
         except LookupError:
             return {}, ""
         if record.parent() is None:
             return {}, ""
+        # the analysis (statsmodels, pandas: seconds) only for a study there is to plan from
+        from analysis.load import results_frame
+        from analysis.power import detectable_with
+        from analysis.report import DEFAULT_RESPONSES
+        from study.export import results_table
+
         df = results_frame(results_table(record))
         if "status" in df:
             df = df[df["status"] == "finished"]
@@ -458,7 +460,7 @@ def count_words(states: list[str]) -> str:
 @command("list")
 def list_studies(tracking_uri: TrackingUri = None) -> None:
     """List the studies a tracking store holds, one name a line."""
-    from analysis.load import recorded_studies
+    from analysis.store import recorded_studies
     from study.record import check_tracking_uri, default_tracking_uri, store_exists
 
     uri = tracking_uri or default_tracking_uri()
@@ -473,7 +475,7 @@ def list_studies(tracking_uri: TrackingUri = None) -> None:
         typer.echo(name)
 
 
-def _existing(name: str, uri: str):
+def _existing(name: str, uri: str, writable: bool = False):
     """The record of a study that exists and can be read; otherwise exit 2 saying why (and
     which studies the store holds). Nothing is written: no store, no experiment is created."""
     from study.record import StudyRecord, check_store, check_tracking_uri
@@ -481,7 +483,7 @@ def _existing(name: str, uri: str):
     try:
         check_tracking_uri(uri)
         check_store(uri, name)  # reads only; an embedded store that is not there stays absent
-        record = StudyRecord.existing(uri, name)
+        record = StudyRecord.existing(uri, name, read_only=not writable)
         if record.parent() is None:
             raise StudyError(f"no study named {name!r} in {uri}: its experiment has no runs")
     except LookupError as err:
@@ -547,7 +549,7 @@ def report(
     if (name is None) == (results is None):
         _fail(StudyError("give a study NAME or --results FILE.parquet (one of them)"))
     uri = tracking_uri or default_tracking_uri()
-    record = _existing(name, uri) if name else None
+    record = _existing(name, uri, writable=True) if name else None  # it points to the report
     try:
         summary, folder = make_report(record, results, out, tracking_uri=uri)
     except (StudyError, ValueError) as err:

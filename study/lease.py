@@ -32,8 +32,6 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
-from mlflow.tracking import MlflowClient
-
 from search_spaces.spec import StudyError
 from study.storage import Storage
 
@@ -122,7 +120,9 @@ class TrackingLease:
         self.uri, self.study, self.make_record = tracking_uri, study, make_record
         self.where = f"{tracking_uri} (experiment {study!r}, tag {LEASE_TAG})"
 
-    def _client(self) -> MlflowClient:
+    def _client(self):
+        from mlflow.tracking import MlflowClient  # imported by the driver only (seconds)
+
         return MlflowClient(self.uri)  # one per call: the heartbeat runs in its own thread
 
     def experiment_id(self) -> str | None:

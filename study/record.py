@@ -33,12 +33,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag, ViewType
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
-from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT, MLFLOW_GIT_COMMIT, MLFLOW_RUN_NOTE
-
-from analysis.load import default_store, store_exists, store_problem, unknown_study
 from analysis.record import (
     BLOCK_TAG,
     PARENT,
@@ -49,6 +43,8 @@ from analysis.record import (
     encode_trial,
     study_runs,
 )
+from analysis.sqlite_reader import DELETED_ONLY, read_client
+from analysis.store import default_store, store_exists, store_problem, unknown_study
 from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
 from search_spaces.sequential import parent_run_name
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
@@ -60,6 +56,22 @@ from trainables.remote import is_remote
 from trainables.sources import DATA_FIELDS, data_dir, data_key
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# MLflow's tag names (mlflow.utils.mlflow_tags), written out: MLflow itself is imported on first
+# use (_bind_mlflow), since a command that only reads an embedded store does without it
+MLFLOW_DATASET_CONTEXT = "mlflow.data.context"
+MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"
+MLFLOW_RUN_NOTE = "mlflow.note.content"
+
+
+def _bind_mlflow() -> None:
+    """Import MLflow's client and entities into this module's names. Importing MLflow takes
+    seconds and a command that only reads an embedded store reads it without MLflow
+    (analysis.sqlite_reader), so what writes, or reads a server, binds them first."""
+    global Dataset, DatasetInput, InputTag, Metric, Param, RunTag, MlflowException, MlflowClient
+    from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
 
 # MLflow announces at INFO that it creates or upgrades an embedded store's tables ("Creating
 # initial MLflow database tables...", "Updating database tables") on every new store: a study
@@ -180,7 +192,7 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
     """
     if not store_exists(uri):
         return False  # a new embedded store: nothing in it yet (and reading would create it)
-    client = MlflowClient(uri)
+    client = read_client(uri)
     try:
         experiment = client.get_experiment_by_name(study)
         if experiment is None:
@@ -200,7 +212,7 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
             return True
         deleted = client.search_runs(
             [eid], filter_string=f"tags.`{ROLE_TAG}` = '{PARENT}'",
-            run_view_type=ViewType.DELETED_ONLY, max_results=10,
+            run_view_type=DELETED_ONLY, max_results=10,
         )  # fmt: skip
         if deleted:
             run_id = deleted[0].info.run_id
@@ -214,8 +226,11 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
                 "holds runs that are not this study's; give the study another name"
             )
         return False
-    except MlflowException as err:
-        raise StudyError(f"tracking store {uri!r} cannot be read: {err.message}") from None
+    except StudyError:
+        raise
+    except Exception as err:  # MLflow's, or SQLite's through the reader
+        why = getattr(err, "message", None) or str(err)
+        raise StudyError(f"tracking store {uri!r} cannot be read: {why}") from None
 
 
 @functools.cache
@@ -266,6 +281,7 @@ def _flat_params(plan: TrialPlan) -> list[Param]:
         for k, v in plan.config.model_dump().items()
     }
     params |= plan.config.derived()
+    _bind_mlflow()
     return [Param(k, str(v)) for k, v in params.items()]
 
 
@@ -601,6 +617,7 @@ def training_dataset(config: TrialConfig) -> DatasetInput:
     every file under ``data_root``, as the trainables key their cache of a dataset; for a bucket
     URI its objects' content key, from a listing); source: the data root (a bucket URI as it
     is), or the loader of digits and of the toy data; profile: the data fields."""
+    _bind_mlflow()
     from mlflow.data.code_dataset_source import CodeDatasetSource
     from mlflow.data.dataset_source_registry import (
         get_dataset_source_from_json,
@@ -665,6 +682,7 @@ class StudyRecord:
         self.uri = tracking_uri
         self.study = study
         create_store(tracking_uri)
+        _bind_mlflow()
         self.client = MlflowClient(tracking_uri)
         experiment = self.client.get_experiment_by_name(study)
         if experiment is None:
@@ -682,16 +700,25 @@ class StudyRecord:
         self._datasets: dict[tuple, DatasetInput] = {}  # data fields -> the dataset input
 
     @classmethod
-    def existing(cls, tracking_uri: str, study: str) -> StudyRecord:
+    def existing(cls, tracking_uri: str, study: str, read_only: bool = False) -> StudyRecord:
         """The record of a study the store already holds, opened without writing anything (no
         store file, no experiment is created). Raises LookupError saying what the store holds
-        (:func:`unknown_study`) when it has no such study."""
+        (:func:`unknown_study`) when it has no such study. ``read_only``: it reads through the
+        cheapest client (:func:`analysis.sqlite_reader.read_client`: an embedded store without
+        MLflow) and cannot write, as a command that only reads wants."""
         if not store_exists(tracking_uri):
             raise LookupError(unknown_study(tracking_uri, study))
-        experiment = MlflowClient(tracking_uri).get_experiment_by_name(study)
+        client = read_client(tracking_uri)
+        experiment = client.get_experiment_by_name(study)
         if experiment is None or experiment.lifecycle_stage != "active":
             raise LookupError(unknown_study(tracking_uri, study))
-        return cls(tracking_uri, study)
+        if not read_only:
+            return cls(tracking_uri, study)
+        record = cls.__new__(cls)
+        record.uri, record.study, record.client = tracking_uri, study, client
+        record.experiment_id = experiment.experiment_id
+        record.logging_s, record._datasets = 0.0, {}
+        return record
 
     def __getstate__(self) -> dict[str, Any]:
         # Ray pickles the Tuner's callbacks with its experiment state; the client is rebuilt.
@@ -699,6 +726,7 @@ class StudyRecord:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        _bind_mlflow()
         self.client = MlflowClient(self.uri)
         self._datasets = {}
 

@@ -51,11 +51,10 @@ def check_finished(spec: StudySpec, uri: str, file: Path) -> None:
         raise StudyError(
             f"study {spec.study!r}: not in {uri} (no store there); run it first: {run}"
         )
-    from mlflow.tracking import MlflowClient
-
-    if MlflowClient(uri).get_experiment_by_name(spec.study) is None:
-        raise StudyError(f"study {spec.study!r}: not in {uri}; run it first: {run}")
-    record = StudyRecord(uri, spec.study)
+    try:
+        record = StudyRecord.existing(uri, spec.study, read_only=True)  # augment only reads
+    except LookupError:
+        raise StudyError(f"study {spec.study!r}: not in {uri}; run it first: {run}") from None
     parent = record.parent()
     if parent is None:
         raise StudyError(f"study {spec.study!r}: its experiment in {uri} has no parent run")

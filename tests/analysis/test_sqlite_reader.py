@@ -117,3 +117,17 @@ def test_a_studys_results_table_is_the_same_through_either_client(tmp_path):
     ours = results_table(SQLiteReader(uri), "bench")
     assert ours.equals(theirs)
     assert ours.schema.metadata == theirs.schema.metadata
+
+
+def test_the_reader_reads_artifacts_through_mlflow_and_cannot_write(store, tmp_path):
+    client = MlflowClient(store)
+    eid = client.get_experiment_by_name("kept").experiment_id
+    run = client.search_runs([eid], "tags.`study.role` = 'parent'")[0]
+    (tmp_path / "note.txt").write_text("kept")
+    client.log_artifact(run.info.run_id, str(tmp_path / "note.txt"))
+    reader = SQLiteReader(store)
+    assert [a.path for a in reader.list_artifacts(run.info.run_id)] == ["note.txt"]
+    got = reader.download_artifacts(run.info.run_id, "note.txt", str(tmp_path / "got"))
+    assert Path(got).read_text() == "kept"
+    with pytest.raises(AttributeError, match="reads only"):
+        reader.set_tag(run.info.run_id, "k", "v")

@@ -39,6 +39,21 @@ def table_of(s, *columns):
     return [tuple(t.factors[c] for c in columns) for t in build_design(s).trials]
 
 
+@pytest.mark.parametrize("sizes", [(2, 3), (3, 2, 2), (4,), (2, 2, 2, 3)])
+def test_full_factorial_points_are_pydoes_fullfact_rows_first_factor_slowest(sizes):
+    """The full factorial is built without pyDOE (it loads scipy.stats); pyDOE's fullfact, its
+    rows sorted so the first factor varies slowest, is the reference."""
+    from pydoe import fullfact
+
+    names = ["temperature", "batch_size", "aug_strength", "projection_dim"][: len(sizes)]
+    levels = {"temperature": [0.1, 0.2, 0.4, 0.8], "batch_size": [64, 128, 256],
+              "aug_strength": [0.2, 0.6], "projection_dim": [16, 32, 64]}  # fmt: skip
+    factors = {n: {"levels": levels[n][:k]} for n, k in zip(names, sizes, strict=True)}
+    reference = sorted(tuple(int(i) for i in row) for row in fullfact(list(sizes)))
+    expected = [tuple(levels[n][row[i]] for i, n in enumerate(names)) for row in reference]
+    assert table_of(spec(factors), *names) == expected
+
+
 def test_full_factorial_order_and_replicates():
     s = spec(
         {"temperature": {"levels": [0.1, 0.5]}, "batch_size": {"levels": [64, 128, 256]}},

@@ -83,3 +83,23 @@ def test_reading_an_empty_store_file_leaves_it_empty(workdir, argv):
     assert done.exit_code == (0 if argv == ("list",) else 2), done.output
     assert "there is no MLflow store at sqlite:///" in done.output
     assert [(p.name, p.stat().st_size) for p in workdir.iterdir()] == [("mlflow.db", 0)]
+
+
+@pytest.mark.parametrize(
+    "argv", [("status", "default-digits"), ("list",), ("plan", "toy_phase_diagram")],
+    ids=["status", "list", "plan"],
+)  # fmt: skip
+def test_status_list_and_plan_read_an_embedded_store_without_importing_mlflow(workdir, argv):
+    """The commands that answer within a second (benchmarks/commands.py) read the embedded
+    store through analysis.sqlite_reader: importing MLflow alone takes seconds."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    uri = store_with(workdir, "default-digits")
+    code = ("import sys; from typer.testing import CliRunner; from study.cli import app; "
+            f"done = CliRunner().invoke(app, {[*argv, '--tracking-uri', uri]!r}); "
+            "print(done.exit_code, 'mlflow' in sys.modules, 'torch' in sys.modules)")  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert done.stdout.split() == ["0", "False", "False"], done.stderr[-2000:]
