@@ -130,7 +130,8 @@ def save_figure(fig: Figure, out_dir: str | Path, name: str) -> list[Path]:
     return paths
 
 
-POOL_AFTER_S = 3.0  # drawing left beyond which processes pay for their start (~1.5 s each)
+POOL_AFTER_S = 3.0  # drawing left beyond which a drawing process pays for its start
+PROCESS_START_S = 2.0  # a drawing process's start: the interpreter, matplotlib, the plots
 
 
 def save_figures(
@@ -138,24 +139,32 @@ def save_figures(
 ) -> dict[str, list[Path]]:
     """Write every figure as :func:`save_figure` does; returns name -> its two paths, in order.
 
-    The figures are drawn in parallel processes when the cores allow and the drawing left is
-    long enough to pay for starting them: the first figure is drawn here and timed, and the rest
-    go to a pool when their estimated time exceeds :data:`POOL_AFTER_S`. ``processes`` defaults to
-    the cores this process may use (its CPU affinity, capped by ``OMP_NUM_THREADS`` when set, as
-    a test worker or a batch job sets it); 1 draws everything here."""
+    The figures are drawn in parallel when the cores allow and the drawing left is long enough
+    to pay for starting processes: the first figure is drawn here and timed; when the rest
+    would take longer than :data:`POOL_AFTER_S`, each of the other cores gets a drawing process
+    and a share of the figures, smaller than this process's by what starting it costs
+    (:data:`PROCESS_START_S`), and this process draws its own share meanwhile. ``processes``
+    defaults to the cores this process may use (its CPU affinity, capped by ``OMP_NUM_THREADS``
+    when set, as a test worker or a batch job sets it); 1 draws everything here."""
     names = list(figures)
     if not names:
         return {}
+    out = Path(out_dir)
     started = time.perf_counter()
-    done = {names[0]: save_figure(figures[names[0]], out_dir, names[0])}
-    first_s = time.perf_counter() - started
+    done = {names[0]: save_figure(figures[names[0]], out, names[0])}
+    each_s = time.perf_counter() - started
     rest = names[1:]
-    workers = min(len(rest), processes or _usable_cores())
-    if workers >= 2 and first_s * len(rest) > POOL_AFTER_S:
-        done |= _save_in_processes({n: figures[n] for n in rest}, Path(out_dir), workers)
-    for name in rest:
-        if name not in done:  # drawn here: no pool, or a figure the pool could not take
-            done[name] = save_figure(figures[name], out_dir, name)
+    cores = min(len(rest), processes or _usable_cores())
+    elsewhere: list[str] = []
+    if cores >= 2 and each_s * len(rest) > POOL_AFTER_S:
+        per_process = max(0, int((len(rest) * each_s - PROCESS_START_S) / (cores * each_s)))
+        elsewhere = rest[len(rest) - per_process * (cores - 1) :]
+    with _DrawingProcesses({n: figures[n] for n in elsewhere}, out, cores - 1) as drawing:
+        for name in rest:
+            if name not in elsewhere:
+                done[name] = save_figure(figures[name], out, name)
+    for name in elsewhere:  # drawn here after all: it would not pickle, or its process failed
+        done[name] = drawing.drawn.get(name) or save_figure(figures[name], out, name)
     return {name: done[name] for name in names}
 
 
@@ -165,39 +174,49 @@ def _usable_cores() -> int:
     return min(cores or 1, int(omp)) if omp.isdigit() and int(omp) > 0 else cores or 1
 
 
-def _save_in_processes(
-    figures: dict[str, Figure], out_dir: Path, workers: int
-) -> dict[str, list[Path]]:
-    """Draw figures in ``workers`` fresh interpreters, each given its share as pickled files;
-    returns what they drew, leaving the rest (a figure that would not pickle, a process that
-    failed) to the caller. Plain subprocesses, not multiprocessing: its spawn and forkserver
-    start methods run the caller's main script again in each child (a notebook's cells, or a
-    script without a ``__main__`` guard that runs a study), and a fork would copy the caller's
-    threads mid-lock."""
-    import subprocess
-    import sys
-    import tempfile
+class _DrawingProcesses:
+    """Fresh interpreters that draw figures, each given its share as pickled files, while the
+    ``with`` block runs; ``drawn`` says what they drew once it ends. Plain subprocesses, not
+    multiprocessing: its spawn and forkserver start methods run the caller's main script again
+    in each child (a notebook's cells, or a script without a ``__main__`` guard that runs a
+    study), and a fork would copy the caller's threads mid-lock."""
 
-    done: dict[str, list[Path]] = {}
-    with tempfile.TemporaryDirectory(prefix="figures-") as tmp:
-        shares: list[list[str]] = [[] for _ in range(workers)]
-        for i, (name, fig) in enumerate(figures.items()):
+    def __init__(self, figures: dict[str, Figure], out_dir: Path, processes: int) -> None:
+        self.figures, self.out_dir, self.processes = figures, out_dir, max(1, processes)
+        self.drawn: dict[str, list[Path]] = {}
+        self._procs: list = []
+
+    def __enter__(self) -> _DrawingProcesses:
+        import subprocess
+        import sys
+        import tempfile
+
+        if not self.figures:
+            return self
+        self._tmp = tempfile.TemporaryDirectory(prefix="figures-")
+        shares: list[list[str]] = [[] for _ in range(self.processes)]
+        for i, (name, fig) in enumerate(self.figures.items()):
             try:
-                (Path(tmp) / f"{name}.pickle").write_bytes(pickle.dumps(fig))
-            except Exception:  # drawn here instead
+                (Path(self._tmp.name) / f"{name}.pickle").write_bytes(pickle.dumps(fig))
+            except Exception:  # drawn by the caller instead
                 continue
-            shares[i % workers].append(name)
+            shares[i % self.processes].append(name)
         package_root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             filter(None, [package_root, os.environ.get("PYTHONPATH")]))}  # fmt: skip
-        command = [sys.executable, "-m", "analysis.plots._all", tmp, str(out_dir)]
+        command = [sys.executable, "-m", "analysis.plots._all", self._tmp.name, str(self.out_dir)]
         quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
-        procs = [(s, subprocess.Popen([*command, *s], **quiet)) for s in shares if s]
-        for share, proc in procs:
+        self._procs = [(s, subprocess.Popen([*command, *s], **quiet)) for s in shares if s]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for share, proc in self._procs:
             proc.communicate()
             if proc.returncode == 0:
-                done |= {n: [out_dir / f"{n}.png", out_dir / f"{n}.svg"] for n in share}
-    return done
+                self.drawn |= {n: [self.out_dir / f"{n}.png", self.out_dir / f"{n}.svg"]
+                               for n in share}  # fmt: skip
+        if self.figures:
+            self._tmp.cleanup()
 
 
 def _draw_pickled(tmp: str, out_dir: str, names: list[str]) -> None:

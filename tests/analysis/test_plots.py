@@ -645,6 +645,7 @@ def test_figures_drawn_in_processes_are_the_figures_drawn_here(tmp_path, monkeyp
     chosen = {name: figures[name] for name in names}
     chosen["interactions"].stays_here = lambda: None  # not picklable
     monkeypatch.setattr(plots_all, "POOL_AFTER_S", 0.0)
+    monkeypatch.setattr(plots_all, "PROCESS_START_S", 0.0)
     saved = save_figures(chosen, tmp_path / "pool", processes=2)
     assert list(saved) == names
     for name in names:
@@ -652,8 +653,11 @@ def test_figures_drawn_in_processes_are_the_figures_drawn_here(tmp_path, monkeyp
         assert [p.name for p in saved[name]] == [p.name for p in here]
         assert saved[name][0].read_bytes() == here[0].read_bytes()
         assert saved[name][1].read_bytes()[:5] == b"<?xml"
-    drawn_there = plots_all._save_in_processes(chosen, tmp_path / "there", 2)
-    assert set(drawn_there) == {"plane_z", "trajectories_z", "main_effects"}
+    with plots_all._DrawingProcesses(chosen, tmp_path / "there", 2) as drawing:
+        pass
+    assert set(drawing.drawn) == {"plane_z", "trajectories_z", "main_effects"}
+    for name in drawing.drawn:
+        assert (tmp_path / "there" / f"{name}.png").read_bytes() == saved[name][0].read_bytes()
 
 
 def _smallest_text_px(fig: Figure, width_px: float = 400) -> tuple[float, str]:
