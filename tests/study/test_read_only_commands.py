@@ -16,16 +16,15 @@ def invoke(*argv: str):
     return CliRunner().invoke(app, list(argv))
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ("status", "nope"),
-        ("export", "nope", "--out", "x.parquet"),
-        ("report", "nope"),
-        ("power", "nope", "--metric", "z/align", "--effect", "1"),
-    ],
-    ids=["status", "export", "report", "power"],
-)
+READERS = {
+    "status": ("status", "nope"),
+    "export": ("export", "nope", "--out", "x.parquet"),
+    "report": ("report", "nope"),
+    "power": ("power", "nope", "--metric", "z/align", "--effect", "1"),
+}
+
+
+@pytest.mark.parametrize("argv", list(READERS.values()), ids=list(READERS))
 def test_reading_an_unknown_study_where_no_store_is_creates_nothing(workdir, argv):
     done = invoke(*argv)
     assert done.exit_code == 2, done.output
@@ -64,17 +63,7 @@ def test_loading_from_a_store_that_is_not_there_creates_none(workdir):
     assert list(workdir.iterdir()) == []
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ("status", "nope"),
-        ("export", "nope", "--out", "x.parquet"),
-        ("report", "nope"),
-        ("power", "nope", "--metric", "z/align", "--effect", "1"),
-        ("list",),
-    ],
-    ids=["status", "export", "report", "power", "list"],
-)
+@pytest.mark.parametrize("argv", [*READERS.values(), ("list",)], ids=[*READERS, "list"])
 def test_reading_an_empty_store_file_leaves_it_empty(workdir, argv):
     """An empty file (`touch mlflow.db`) is a store with nothing in it: MLflow would write its
     whole schema into it on opening, so a command that only reads does not open it."""
