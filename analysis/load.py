@@ -133,8 +133,6 @@ def _uri(tracking_uri: str | None, study: str) -> str:
     one whose file is not there is a LookupError naming it (an MlflowClient on it would write
     an empty database there), and a file that is no store this MLflow reads a ValueError."""
     uri = tracking_uri or default_store()
-    if problem := store_problem(uri):
-        raise ValueError(f"tracking store {uri}: {problem}")
     if not store_exists(uri):
         raise LookupError(unknown_study(uri, study))
     return uri

@@ -194,10 +194,14 @@ class SQLiteReader:
 
 def read_client(uri: str):
     """The cheapest client that reads ``uri``: :class:`SQLiteReader` for an embedded store this
-    MLflow reads (no MLflow import), else ``MlflowClient``."""
+    MLflow reads (no MLflow import), else ``MlflowClient``. A file that is no store this MLflow
+    reads is a ValueError saying why (:func:`analysis.store.store_problem`): MLflow's client
+    would write its tables into it, or stop with a traceback."""
     from analysis.store import store_exists, store_problem
 
-    if uri.startswith("sqlite:///") and store_exists(uri) and store_problem(uri) is None:
+    if problem := store_problem(uri):
+        raise ValueError(f"tracking store {uri}: {problem}")
+    if uri.startswith("sqlite:///") and store_exists(uri):
         with contextlib.suppress(sqlite3.Error):
             return SQLiteReader(uri)
     from mlflow.tracking import MlflowClient

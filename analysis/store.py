@@ -138,9 +138,7 @@ def recorded_studies(uri: str) -> list[str]:
 
     if not store_exists(uri):
         return []
-    if problem := store_problem(uri):
-        raise ValueError(f"tracking store {uri}: {problem}")
-    client = read_client(uri)
+    client = read_client(uri)  # a file that is no store of this MLflow: ValueError
     names = []
     for experiment in client.search_experiments(view_type=ACTIVE_ONLY):
         if study_runs(client, experiment.experiment_id, PARENT):

@@ -163,12 +163,9 @@ def create_store(uri: str) -> None:
         store.engine.dispose()  # nothing keeps the private name open once it is linked
         try:
             os.link(partial, path)  # atomic, and never replaces a store another process made
-        except FileExistsError:  # another creator's store, or an empty file the user made
+        except OSError:  # another creator's store, an empty file, or no hard links here
             if not store_exists(uri):
-                os.replace(partial, path)  # the empty file gives way to a whole store
-        except OSError:  # a file system without hard links: a rename is atomic too
-            if not store_exists(uri):
-                os.replace(partial, path)
+                os.replace(partial, path)  # atomic too; an empty file gives way to a store
     finally:
         partial.unlink(missing_ok=True)
 
@@ -679,23 +676,25 @@ class StudyRecord:
     """Reads and writes one study's runs in one MLflow tracking store."""
 
     def __init__(self, tracking_uri: str, study: str, artifact_root: str | Path | None = None):
-        self.uri = tracking_uri
-        self.study = study
         create_store(tracking_uri)
         _bind_mlflow()
-        self.client = MlflowClient(tracking_uri)
-        experiment = self.client.get_experiment_by_name(study)
+        client = MlflowClient(tracking_uri)
+        experiment = client.get_experiment_by_name(study)
         if experiment is None:
             location = None
             if artifact_root is not None and "://" in str(artifact_root):
                 location = str(artifact_root).rstrip("/")  # a bucket: s3://…/mlartifacts
             elif artifact_root is not None:
                 location = Path(artifact_root).resolve().as_uri()
-            self.experiment_id = self.client.create_experiment(
-                study, artifact_location=location, tags={KIND_TAG: KIND}
-            )
+            eid = client.create_experiment(study, artifact_location=location,
+                                           tags={KIND_TAG: KIND})  # fmt: skip
         else:
-            self.experiment_id = experiment.experiment_id
+            eid = experiment.experiment_id
+        self._open(tracking_uri, study, client, eid)
+
+    def _open(self, tracking_uri: str, study: str, client, experiment_id: str) -> None:
+        self.uri, self.study, self.client, self.experiment_id = (
+            tracking_uri, study, client, experiment_id)  # fmt: skip
         self.logging_s = 0.0  # time spent writing metrics, for the benchmark
         self._datasets: dict[tuple, DatasetInput] = {}  # data fields -> the dataset input
 
@@ -715,9 +714,7 @@ class StudyRecord:
         if not read_only:
             return cls(tracking_uri, study)
         record = cls.__new__(cls)
-        record.uri, record.study, record.client = tracking_uri, study, client
-        record.experiment_id = experiment.experiment_id
-        record.logging_s, record._datasets = 0.0, {}
+        record._open(tracking_uri, study, client, experiment.experiment_id)
         return record
 
     def __getstate__(self) -> dict[str, Any]:

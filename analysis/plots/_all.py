@@ -114,13 +114,18 @@ def title(name: str) -> str:
     return name
 
 
+def figure_paths(out_dir: Path, name: str) -> list[Path]:
+    """Where :func:`save_figure` writes figure ``name``: its PNG, then its SVG."""
+    return [out_dir / f"{name}.png", out_dir / f"{name}.svg"]
+
+
 def save_figure(fig: Figure, out_dir: str | Path, name: str) -> list[Path]:
     """Write ``name.png`` (120 dpi) and ``name.svg`` (its text as text: searchable, light, set
     in the reader's sans-serif when DejaVu Sans is missing) under ``out_dir``; returns both
     paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.png", out / f"{name}.svg"]
+    paths = figure_paths(out, name)
     fig.savefig(paths[0], dpi=120)
     # the layout the PNG's drawing settled on is kept for the SVG: laying out every label again
     # (constrained layout measures every text) was a third of drawing a figure twice
@@ -213,8 +218,7 @@ class _DrawingProcesses:
         for share, proc in self._procs:
             proc.communicate()
             if proc.returncode == 0:
-                self.drawn |= {n: [self.out_dir / f"{n}.png", self.out_dir / f"{n}.svg"]
-                               for n in share}  # fmt: skip
+                self.drawn |= {n: figure_paths(self.out_dir, n) for n in share}
         if self.figures:
             self._tmp.cleanup()
 
@@ -317,7 +321,7 @@ def _contour_figures(surfaces: dict[str, Any], no_optimum: frozenset[str]) -> di
     return figures
 
 
-if __name__ == "__main__":  # a drawing process of _save_in_processes
+if __name__ == "__main__":  # a drawing process of _DrawingProcesses
     import sys
 
     _draw_pickled(sys.argv[1], sys.argv[2], sys.argv[3:])

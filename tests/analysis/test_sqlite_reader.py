@@ -5,6 +5,7 @@ deleted one, names), params, tags and latest metrics (several steps, NaN), in ML
 from __future__ import annotations
 
 import math
+import sqlite3
 import subprocess
 import sys
 import time
@@ -98,9 +99,19 @@ def test_the_reader_neither_writes_nor_imports_mlflow(store):
     assert path.read_bytes() == before
 
 
-def test_a_server_or_a_store_of_another_program_gets_mlflows_client(tmp_path):
+def test_a_server_gets_mlflows_client_and_a_file_of_another_program_none(tmp_path):
+    """A server, or an embedded store not there yet, is read by MLflow's client; an SQLite file
+    of another program is refused, unread and unchanged (MLflow's client would write its
+    tables into it)."""
     assert isinstance(read_client("http://127.0.0.1:5000"), MlflowClient)
     assert isinstance(read_client(f"sqlite:///{tmp_path / 'none.db'}"), MlflowClient)
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE trials (id INTEGER)")
+    before = other.read_bytes()
+    with pytest.raises(ValueError, match="is an SQLite database but not an MLflow store"):
+        read_client(f"sqlite:///{other}")
+    assert other.read_bytes() == before
 
 
 def test_a_studys_results_table_is_the_same_through_either_client(tmp_path):
