@@ -150,3 +150,25 @@ def test_minimised_responses_and_json():
     assert set(data) >= {"r2", "adj_r2", "lack_of_fit_p", "stationary_kind", "optimum",
                          "predicted", "interval"}  # fmt: skip
     assert all(not (isinstance(v, float) and math.isnan(v)) for v in data["optimum"].values())
+
+
+def test_each_combinations_quadratic_reproduces_the_models_predictions():
+    """The optimum and the stationary point are found on (f0, b, B) per categorical
+    combination, read from one batched prediction; against the fitted model itself at random
+    coded points (the brute-force reference), every combination's quadratic agrees."""
+    from analysis.surface import _factor_part, _quadratics, _value
+
+    frame = table(full_factorial(3))
+    frame["augmentation"] = np.where(frame["replicate"] == 0, "crop", "crop+noise")
+    frame.loc[frame["augmentation"] == "crop+noise", "probe/knn_top1_h"] -= 0.05
+    frame.attrs["factors"] = ["temperature", "batch_size", "augmentation"]
+    fit = fit_response_surface(frame, "probe/knn_top1_h")
+    part = _factor_part(fit._fit)
+    quadratics = _quadratics(part, fit.coding)
+    assert set(quadratics) == {("crop",), ("crop+noise",)}
+    points = np.random.default_rng(0).uniform(-1, 1, (25, 2))
+    for (augmentation,), quadratic in quadratics.items():
+        at = pd.DataFrame(points, columns=["temperature", "batch_size"])
+        at["augmentation"] = augmentation
+        expected = part.predict(at).to_numpy()
+        assert _value(quadratic, points) == pytest.approx(expected, rel=1e-9, abs=1e-12)
