@@ -8,9 +8,15 @@ as ``--storage``, different stores), so the lease is held in both places:
 - the tracking store: the study experiment's tag ``study.driver``, the same JSON.
 
 The JSON names the holder: a random token, its host, pid, when it started and its last
-heartbeat (seconds since the epoch). A driver takes the lease when neither place holds another
-driver's live lease, writes it to both, waits a moment and reads both back: when two drivers
-start together, the one whose token is not there is refused. While it runs, a thread renews the
+heartbeat (seconds since the epoch). Neither place can compare and set, so a driver takes the
+lease as in Fischer's timed mutual exclusion (Lamport, "A Fast Mutual Exclusion Algorithm",
+1987): it first prepares every place (imports MLflow, creates the store and the study's
+experiment), so that what follows is quick; then it reads both places and, when neither holds
+another driver's live lease, writes its own to both within :attr:`DriverLease.SETTLE_S`, waits
+that long and reads both back. Of two drivers that found the places free, the one whose token is
+not there is refused. A driver whose own writes took longer than that may have overwritten a
+driver that already holds the lease: it clears what it wrote, waits for that driver's heartbeat to
+write its lease again, and tries again. While it runs, a thread renews the
 heartbeat every :func:`heartbeat_s` seconds. A second driver is refused (``StudyError``: exit 2)
 naming the holder, its host and since when; a lease whose heartbeat is older than
 :func:`timeout_s` (a driver that was killed, a host that went away) is taken over, and the
@@ -110,6 +116,9 @@ class StorageLease:
     def clear(self) -> None:
         self.study.delete(LEASE_FILE)
 
+    def prepare(self) -> None:
+        """Nothing to prepare: a folder or a bucket is written at once."""
+
 
 class TrackingLease:
     """The lease in the tracking store: a tag of the study's experiment. Reading never creates
@@ -132,6 +141,12 @@ class TrackingLease:
             return None
         experiment = self._client().get_experiment_by_name(self.study)
         return None if experiment is None else experiment.experiment_id
+
+    def prepare(self) -> None:
+        """Import MLflow and create the store and the study's experiment (seconds for a new
+        store), so that writing the lease is one quick tag."""
+        if self.experiment_id() is None:
+            self.make_record()
 
     def read(self) -> Holder | None:
         eid = self.experiment_id()
@@ -167,7 +182,11 @@ class DriverLease:
         StudyError: another driver holds a live lease (or took it at the same moment).
     """
 
-    SETTLE_S = 0.5  # how long two drivers that wrote at once wait before reading back
+    # every driver writes the lease within SETTLE_S of reading the places free, and waits
+    # SETTLE_S before reading them back (Fischer's bound and delay); seconds, as a store or a
+    # bucket on a busy machine answers within them
+    SETTLE_S = 1.0
+    ROUNDS = 3  # tries, each after a round whose writes took longer than SETTLE_S
 
     def __init__(self, study: str, places: list) -> None:
         self.study, self.places = study, places
@@ -178,8 +197,42 @@ class DriverLease:
         self.lost: Holder | None = None  # set when another driver took the lease from us
 
     def __enter__(self) -> DriverLease:
-        now = time.time()
-        stale = []
+        self._stale_holders()  # refused before preparing: a refused driver creates nothing
+        for place in self.places:
+            place.prepare()
+        for _ in range(self.ROUNDS):
+            read_at = time.monotonic()
+            stale = self._stale_holders()
+            for place in self.places:
+                place.write(self.me)
+            if time.monotonic() - read_at < self.SETTLE_S:
+                break
+            self._withdraw()
+        else:
+            raise StudyError(
+                f"study {self.study!r}: writing the driver's lease took longer than "
+                f"{self.SETTLE_S:.0f} s in {self.ROUNDS} tries ({self._where()}), too slow to "
+                "know that no other driver took it meanwhile. Nothing was run or recorded by "
+                "this driver; run the study again"
+            )
+        time.sleep(self.SETTLE_S)
+        for place in self.places:
+            holder = place.read()
+            if holder is not None and holder.token != self.me.token:
+                raise self._refusal(holder, place, time.time())
+        for holder, place in stale:
+            self._say_takeover(holder, place, time.time())
+        self._thread = threading.Thread(target=self._beat, name="study-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def _stale_holders(self) -> list[tuple[Holder, object]]:
+        """The places' holders whose lease is dead (to be taken over, and said).
+
+        Raises:
+            StudyError: a place holds another driver's live lease.
+        """
+        now, stale = time.time(), []
         for place in self.places:
             holder = place.read()
             if holder is None or holder.token == self.me.token:
@@ -187,18 +240,19 @@ class DriverLease:
             if now - holder.beat < timeout_s() and not self._dead_here(holder):
                 raise self._refusal(holder, place, now)
             stale.append((holder, place))
-        for place in self.places:
-            place.write(self.me)
-        time.sleep(self.SETTLE_S)
+        return stale
+
+    def _withdraw(self) -> None:
+        """Clear this driver's lease where it is, after writes too slow to be sure of; then
+        wait two heartbeats, so that a driver whose lease it overwrote writes it again."""
         for place in self.places:
             holder = place.read()
-            if holder is not None and holder.token != self.me.token:
-                raise self._refusal(holder, place, time.time())
-        for holder, place in stale:
-            self._say_takeover(holder, place, now)
-        self._thread = threading.Thread(target=self._beat, name="study-lease", daemon=True)
-        self._thread.start()
-        return self
+            if holder is not None and holder.token == self.me.token:
+                place.clear()
+        time.sleep(2 * heartbeat_s() + self.SETTLE_S)
+
+    def _where(self) -> str:
+        return "; ".join(place.where for place in self.places)
 
     def _dead_here(self, holder: Holder) -> bool:
         """A holder on this host whose process is gone (a killed driver, rerun at once): its

@@ -27,6 +27,7 @@ import math
 import os
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -145,10 +146,19 @@ def create_store(uri: str) -> None:
     migrations at once and fails, or migrates a store it only meant to read. The store is
     therefore built under a private name beside its place and linked there in one step: a process
     that finds the file finds it complete. Two creators race harmlessly: the first link wins and
-    the other's copy is discarded.
+    the other's copy is discarded. Within one process the creators take turns: alembic, which
+    runs the migrations, keeps its context in a module global.
     """
     if not uri.startswith("sqlite:///"):
         return
+    with _CREATING:
+        _create_store(uri)
+
+
+_CREATING = threading.Lock()
+
+
+def _create_store(uri: str) -> None:
     path = Path(uri.removeprefix("sqlite:///"))
     if store_exists(uri):
         return
@@ -672,6 +682,18 @@ def evidence_files(evidence: dict[str, Any], folder: Path) -> list[Path]:
     return written
 
 
+def _create_experiment(client, study: str, location: str | None) -> str:
+    """The study's new experiment; or the one another driver of the study, starting at the
+    same moment, created between our look and our creation (the lease then refuses one)."""
+    try:
+        return client.create_experiment(study, artifact_location=location,
+                                        tags={KIND_TAG: KIND})  # fmt: skip
+    except MlflowException as err:
+        if err.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+        return client.get_experiment_by_name(study).experiment_id
+
+
 class StudyRecord:
     """Reads and writes one study's runs in one MLflow tracking store."""
 
@@ -686,8 +708,7 @@ class StudyRecord:
                 location = str(artifact_root).rstrip("/")  # a bucket: s3://…/mlartifacts
             elif artifact_root is not None:
                 location = Path(artifact_root).resolve().as_uri()
-            eid = client.create_experiment(study, artifact_location=location,
-                                           tags={KIND_TAG: KIND})  # fmt: skip
+            eid = _create_experiment(client, study, location)
         else:
             eid = experiment.experiment_id
         self._open(tracking_uri, study, client, eid)

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -131,6 +132,95 @@ def test_of_two_drivers_writing_at_once_the_one_overwritten_is_refused(workdir):
     with pytest.raises(StudyError, match="host other-host, pid 7"):
         DriverLease("leased", [Racing(study, rival)]).__enter__()
     assert StorageLease(study).read().token == "rival"  # the other one holds it
+
+
+class Slow(TrackingLease):
+    """The shared store, as one driver sees it: creating the study's record (importing MLflow,
+    creating the store) or writing the lease into it takes ``create_s`` or ``write_s`` seconds,
+    once."""
+
+    def __init__(self, uri, make, create_s: float = 0.0, write_s: float = 0.0) -> None:
+        super().__init__(uri, "leased", lambda: (time.sleep(create_s), make())[1])
+        self.write_s = write_s
+
+    def write(self, holder: Holder) -> None:
+        time.sleep(self.write_s)
+        self.write_s = 0.0
+        super().write(holder)
+
+
+def race(workdir: Path, slow: dict) -> dict:
+    """Driver A starts, B 0.3 s later; they share the tracking store (A's place is slow as
+    ``slow`` says), each has its own storage. Which entered, which were refused, and who holds
+    the store's lease once the refused one has given up."""
+    uri, _, make = places(workdir)
+    outcome, entered = {}, threading.Event()
+
+    def drive(name: str, place: TrackingLease) -> None:
+        storage = StorageLease(open_storage(workdir / name).sub("leased"))
+        try:
+            with DriverLease("leased", [storage, place]) as held:
+                outcome[name] = held.me.token
+                entered.wait(timeout=30)  # holds the lease until the other has ended
+                time.sleep(0.5)
+        except StudyError as err:
+            outcome[name] = err
+            outcome["holder"] = tracking(workdir).read()
+            entered.set()
+
+    drivers = [
+        threading.Thread(target=drive, args=("a", Slow(uri, make, **slow))),
+        threading.Thread(target=drive, args=("b", TrackingLease(uri, "leased", make))),
+    ]
+    drivers[0].start()
+    time.sleep(0.3)
+    drivers[1].start()
+    for driver in drivers:
+        driver.join(timeout=60)
+    return outcome
+
+
+def one_ran(outcome: dict) -> str:
+    """The one driver that ran; the other was refused, and the store's lease is the one's."""
+    ran = [name for name in "ab" if isinstance(outcome[name], str)]
+    refused = [name for name in "ab" if isinstance(outcome[name], StudyError)]
+    assert len(ran) == 1 and len(refused) == 1, outcome
+    assert outcome["holder"].token == outcome[ran[0]]
+    return ran[0]
+
+
+def test_a_driver_slow_to_create_the_store_does_not_take_the_lease_taken_meanwhile(
+    workdir, monkeypatch
+):
+    """CI's failure: A found the store free, then took seconds to import MLflow and create the
+    store before writing its lease; B took the lease meanwhile, and both ran the study."""
+    monkeypatch.setenv("CONTRASTIVE_LEASE_HEARTBEAT_S", "0.2")
+    outcome = race(workdir, {"create_s": 2.5})
+    refused = "ab".replace(one_ran(outcome), "")
+    assert "is being run by another driver" in str(outcome[refused])
+
+
+def test_a_driver_whose_write_is_slower_than_the_bound_withdraws_and_one_runs(workdir, monkeypatch):
+    """A's write lands after B has taken the lease and overwrites it: A clears it, waits for
+    B's heartbeat to write it again, and is refused; B alone runs (or, on a machine so busy that
+    B came after A's write, B is refused and A runs)."""
+    monkeypatch.setenv("CONTRASTIVE_LEASE_HEARTBEAT_S", "0.2")
+    outcome = race(workdir, {"write_s": DriverLease.SETTLE_S + 2.0})
+    one_ran(outcome)
+
+
+def test_writes_too_slow_in_every_round_are_refused_saying_so(workdir, monkeypatch):
+    monkeypatch.setenv("CONTRASTIVE_LEASE_HEARTBEAT_S", "0.1")
+    uri, study, make = places(workdir)
+
+    class Slower(Slow):
+        def write(self, holder: Holder) -> None:
+            self.write_s = DriverLease.SETTLE_S + 0.2
+            super().write(holder)
+
+    with pytest.raises(StudyError, match="took longer than 1 s in 3 tries"):
+        DriverLease("leased", [StorageLease(study), Slower(uri, make)]).__enter__()
+    assert StorageLease(study).read() is None and tracking(workdir).read() is None
 
 
 def start(spec: Path, cwd: Path, uri: str, storage: str, ray_tmp: str) -> subprocess.Popen:

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -414,3 +415,34 @@ def test_a_study_recorded_into_an_empty_file_makes_it_a_whole_store(tmp_path):
     StudyRecord(uri, "first")
     assert sorted(e.name for e in MlflowClient(uri).search_experiments()) == ["Default", "first"]
     assert [p.name for p in tmp_path.iterdir()] == ["s.db"]
+
+
+def test_a_study_created_by_another_driver_between_look_and_creation_is_opened(
+    tmp_path, monkeypatch
+):
+    """Two drivers of one study start together: both find no experiment, and the second's
+    creation meets the first's (MLflow: RESOURCE_ALREADY_EXISTS); it opens the first's
+    experiment, and the lease then refuses one of them."""
+    uri = f"sqlite:///{tmp_path / 's.db'}"
+    first = StudyRecord(uri, "same")
+    look = MlflowClient.get_experiment_by_name
+    looks = []
+
+    def before_the_first_created_it(self, name):
+        looks.append(name)
+        return None if len(looks) == 1 else look(self, name)
+
+    monkeypatch.setattr(MlflowClient, "get_experiment_by_name", before_the_first_created_it)
+    second = StudyRecord(uri, "same")
+    assert looks == ["same", "same"]
+    assert second.experiment_id == first.experiment_id
+
+
+def test_threads_of_one_process_creating_a_store_at_once_take_turns(tmp_path):
+    """Alembic keeps the migration's context in a module global: two threads that migrated at
+    once failed with KeyError: 'config'."""
+    uris = [f"sqlite:///{tmp_path / f's{i}.db'}" for i in range(3)]
+    with ThreadPoolExecutor(3) as pool:
+        list(pool.map(create_store, uris))
+    for uri in uris:
+        assert [e.name for e in MlflowClient(uri).search_experiments()] == ["Default"]
