@@ -9,6 +9,7 @@ import math
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -26,7 +27,7 @@ from studykit import (
 from analysis.evidence import release_gate
 from search_spaces.designs import batch_sizes_matching, build_design
 from search_spaces.spec import StudyError, parse_spec
-from study.runner import check_resources
+from study.runner import TRIAL_MODULE, _preloaded, check_resources
 
 
 def spec_with(**changes):
@@ -152,6 +153,13 @@ def test_preflight_passes_workers_spread_over_nodes():
     check_resources(spec, {"CPU": 8, "GPU": 2}, "the cluster", {"CPU": 16, "GPU": 4})
 
 
+def test_the_trial_module_is_preloaded_into_ray_workers_only_for_one_worker_trials():
+    """Ray Train's helper actors of a data-parallel trial would each import torch for nothing."""
+    assert _preloaded(spec_with(resources={"workers": 2, "cpu": 1})) == []
+    assert _preloaded(spec_with(resources={"workers": 1, "cpu": 1})) == [TRIAL_MODULE]
+    assert _preloaded(None) == [TRIAL_MODULE]
+
+
 # ---- a real study: Ray Tune, Ray Train (gloo), MLflow, a worker SIGKILLed
 BATCH = 64
 MARKS = 4  # an evaluation and a checkpoint every 30 steps
@@ -211,3 +219,8 @@ def test_two_worker_study_end_to_end_with_a_worker_killed(workdir, ray_tmp):
     assert all(math.isfinite(v) for v in df["probe/knn_top1_h"])
     item = release_gate(df)[1]
     assert item.status == "pass" and "measured across devices" in item.evidence, item
+    # this machine's Ray watches no node for preemption (an actor per trial, for nothing)
+    logs = Path(ray_tmp).glob("ray/session_*/logs/worker-*.out")
+    actors = {line for out in logs for line in out.read_text().splitlines()
+              if line.startswith(":actor_name:")}  # fmt: skip
+    assert ":actor_name:RayTrainWorker" in actors and ":actor_name:PreemptionWatcher" not in actors
