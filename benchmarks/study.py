@@ -2,8 +2,9 @@
 efficiency, the speed-up at concurrency 2, and MLflow logging's share of trial time.
 
     .venv/bin/python benchmarks/study.py            # the default study at concurrency 1 and 2
-    .venv/bin/python benchmarks/study.py --smoke    # its smoke variant (under a minute)
     .venv/bin/python benchmarks/study.py --toy      # toy studies of 3 and 9 short trials
+    .venv/bin/python benchmarks/study.py --smoke    # both tables on toy studies (3 and 6 trials
+                                                    # at concurrency 1, 3 at 2): under a minute
     .venv/bin/python benchmarks/study.py --toy --repeat 3   # each toy study 3 times
 
 Each run uses a fresh folder (a new embedded SQLite store and storage), so nothing is resumed.
@@ -48,7 +49,7 @@ def toy_spec(trials: int) -> dict:
     }  # fmt: skip
 
 
-def one_run(concurrency: int, smoke: bool = False, spec: dict | None = None) -> dict[str, float]:
+def one_run(concurrency: int, spec: dict | None = None) -> dict[str, float]:
     import yaml
 
     if "RAY_TMPDIR" not in os.environ:
@@ -60,7 +61,7 @@ def one_run(concurrency: int, smoke: bool = False, spec: dict | None = None) -> 
             spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
         outcome = run_study(
             spec_path, tracking_uri=f"sqlite:///{Path(tmp) / 'mlflow.db'}",
-            storage=Path(tmp) / "s", max_concurrent=concurrency, smoke=smoke, quiet=True,
+            storage=Path(tmp) / "s", max_concurrent=concurrency, quiet=True,
         )  # fmt: skip
     trials = outcome.launched
     outside = outcome.wall_s * concurrency - outcome.trial_s
@@ -100,25 +101,27 @@ def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
     return slope, my - slope * mx
 
 
-def toy(repeat: int) -> None:
-    print(f"toy studies of {' and '.join(map(str, TOY_SIZES))} trials, concurrency 1, "
+def toy(repeat: int, sizes: tuple[int, int] = TOY_SIZES) -> dict[int, dict[str, float]]:
+    """The toy studies of ``sizes`` trials at concurrency 1, ``repeat`` times each; the line
+    through their outside times. Returns each size's last run."""
+    print(f"toy studies of {' and '.join(map(str, sizes))} trials, concurrency 1, "
           f"{os.cpu_count()} CPU cores")  # fmt: skip
     print(HEADER)
-    points = []
+    points, last = [], {}
     for _ in range(repeat):
-        for n in TOY_SIZES:  # interleaved, so drifting load hits both sizes alike
-            r = one_run(1, spec=toy_spec(n))
+        for n in sizes:  # interleaved, so drifting load hits both sizes alike
+            last[n] = r = one_run(1, spec=toy_spec(n))
             points.append((r["trials"], r["outside_s"]))
             print(row(f"toy-{n}", r), flush=True)
     slope, intercept = fit_line(points)
     print(f"per-trial overhead (slope of outside time on trials): {slope:.2f} s")
     print(f"fixed cost per study (intercept): {intercept:.1f} s")
+    return last
 
 
-def default(smoke: bool) -> None:
-    rows = [one_run(1, smoke), one_run(2, smoke)]
-    name = "default (smoke)" if smoke else "default"
-    print(f"default study{' (smoke)' if smoke else ''}, {os.cpu_count()} CPU cores")
+def concurrency(name: str, rows: list[dict[str, float]]) -> None:
+    """One study at concurrency 1 and 2: trial efficiency and the speed-up."""
+    print(f"{name}, {os.cpu_count()} CPU cores")
     print(HEADER)
     for r in rows:
         print(row(name, r))
@@ -126,16 +129,24 @@ def default(smoke: bool) -> None:
     print(f"speed-up at concurrency 2: {rows[0]['wall_s'] / rows[1]['wall_s']:.2f}×")
 
 
+def smoke() -> None:
+    """Every table of this script, on the smallest studies that fill them."""
+    single = toy(1, sizes=(3, 6))[3]
+    concurrency("toy-3", [single, one_run(2, spec=toy_spec(3))])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="the default study's smoke variant")
+    parser.add_argument("--smoke", action="store_true", help="both tables on toy studies")
     parser.add_argument("--toy", action="store_true", help="toy studies of 3 and 9 short trials")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each toy study (--toy)")
     args = parser.parse_args()
-    if args.toy:
+    if args.smoke:
+        smoke()
+    elif args.toy:
         toy(args.repeat)
     else:
-        default(args.smoke)
+        concurrency("default", [one_run(1), one_run(2)])
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ from search_spaces.spec import StudyError, StudySpec, spec_yaml
 from study import EVIDENCE_KEY
 from study.commands import mlflow_command
 from study.lease import pid_alive
+from study.store_template import copy_template, keep_as_template
 from trainables.config import TrialConfig
 from trainables.remote import is_remote
 from trainables.sources import DATA_FIELDS, data_dir, data_key
@@ -162,15 +163,10 @@ def _create_store(uri: str) -> None:
     path = Path(uri.removeprefix("sqlite:///"))
     if store_exists(uri):
         return
-    from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store
-
-    # MLflow's own builder, so the store (its Default experiment's artifact root included) is
-    # exactly the one MlflowClient(uri) would have created
     _remove_dead_partials(path)
     partial = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.partial")
     try:
-        store = _get_sqlalchemy_store(f"sqlite:///{partial}", None)
-        store.engine.dispose()  # nothing keeps the private name open once it is linked
+        _build_store(partial)
         try:
             os.link(partial, path)  # atomic, and never replaces a store another process made
         except OSError:  # another creator's store, an empty file, or no hard links here
@@ -178,6 +174,19 @@ def _create_store(uri: str) -> None:
                 os.replace(partial, path)  # atomic too; an empty file gives way to a store
     finally:
         partial.unlink(missing_ok=True)
+
+
+def _build_store(partial: Path) -> None:
+    """A new store at ``partial``, exactly the one MlflowClient would create (its Default
+    experiment's artifact root included): a copy of the template MLflow's own builder made
+    (study.store_template), or, the first time, MLflow's builder itself."""
+    if copy_template(partial):
+        return
+    from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store
+
+    store = _get_sqlalchemy_store(f"sqlite:///{partial}", None)
+    store.engine.dispose()  # nothing keeps the private name open once it is linked
+    keep_as_template(partial)
 
 
 def _remove_dead_partials(path: Path) -> None:

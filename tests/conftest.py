@@ -23,10 +23,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _baseline_cache(tmp_path_factory):
-    """Measured baselines go to the test run's own cache (every study a test runs, in this
-    process or a child, finds it through the environment), never to the user's. The pytest-xdist
-    workers of one run share it (a baseline is written atomically, so two measuring at once both
-    leave a whole file): each is measured once per run, not once per worker."""
+    """Measured baselines and the template of new MLflow stores go to the test run's own cache
+    (every study a test runs, in this process or a child, finds it through the environment),
+    never to the user's. The pytest-xdist workers of one run share it (a baseline and a template
+    are written atomically, so two writing at once both leave a whole file): each is made once
+    per run, not once per worker."""
     import os
 
     root = tmp_path_factory.getbasetemp()
@@ -35,6 +36,7 @@ def _baseline_cache(tmp_path_factory):
     cache = root / "baselines"
     cache.mkdir(exist_ok=True)
     os.environ["CONTRASTIVE_BASELINE_CACHE"] = str(cache)
+    os.environ["CONTRASTIVE_STORE_CACHE"] = str(root / "mlflow-store")  # study.store_template
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -446,3 +446,63 @@ def test_threads_of_one_process_creating_a_store_at_once_take_turns(tmp_path):
         list(pool.map(create_store, uris))
     for uri in uris:
         assert [e.name for e in MlflowClient(uri).search_experiments()] == ["Default"]
+
+
+def _store_contents(path: Path) -> dict:
+    """Every table's schema (its clauses in any order: MLflow's own builds order a table's
+    constraints differently from one build to the next) and rows, the Default experiment's times
+    left out."""
+    import sqlite3
+
+    db = sqlite3.connect(path)
+    tables = {name: sql for name, sql in db.execute("SELECT name, sql FROM sqlite_master")}
+    clauses = {name: sorted(line.strip().rstrip(",") for line in (sql or "").splitlines())
+               for name, sql in tables.items()}  # fmt: skip
+    rows = {
+        name: sorted(map(repr, db.execute(f'SELECT * FROM "{name}"')))
+        for name, sql in tables.items()
+        if sql and sql.startswith("CREATE TABLE") and name != "experiments"
+    }
+    rows["experiments"] = list(db.execute(
+        "SELECT experiment_id, name, artifact_location, lifecycle_stage, workspace, "
+        "creation_time = last_update_time FROM experiments"))  # fmt: skip
+    db.close()
+    return {"schema": clauses, "rows": rows}
+
+
+def test_a_store_copied_from_the_template_is_the_store_mlflow_builds(tmp_path, monkeypatch):
+    """The first new store is MLflow's own, kept as the template; the next, a copy made in
+    another folder, holds what MLflow would have built there: the same schema, the same rows,
+    the Default experiment's artifacts under that folder, created now."""
+    from study.store_template import template_path
+
+    monkeypatch.setenv("CONTRASTIVE_STORE_CACHE", str(tmp_path / "cache"))
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    create_store(f"sqlite:///{first / 'a.db'}")
+    assert template_path().is_file()
+    monkeypatch.chdir(second)
+    before = time.time() * 1000
+    create_store(f"sqlite:///{second / 'copied.db'}")
+    (tmp_path / "cache").rename(tmp_path / "away")  # no template: MLflow builds the reference
+    MlflowClient(f"sqlite:///{second / 'built.db'}").search_experiments()
+    copied, built = _store_contents(second / "copied.db"), _store_contents(second / "built.db")
+    assert copied == built
+    assert copied["rows"]["experiments"][0][2] == str(second / "mlruns" / "0")
+    created = MlflowClient(f"sqlite:///{second / 'copied.db'}").get_experiment("0").creation_time
+    assert before <= created <= time.time() * 1000
+
+
+def test_a_template_that_is_no_store_is_not_used_and_is_built_anew(tmp_path, monkeypatch):
+    from study.store_template import template_path
+
+    monkeypatch.setenv("CONTRASTIVE_STORE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    template_path().parent.mkdir(parents=True)
+    template_path().write_bytes(b"SQLite format 3\x00 but cut short")
+    uri = f"sqlite:///{tmp_path / 's.db'}"
+    StudyRecord(uri, "after")
+    assert sorted(e.name for e in MlflowClient(uri).search_experiments()) == ["Default", "after"]
+    assert _store_contents(template_path())["rows"]["experiments"][0][1] == "Default"
