@@ -231,10 +231,11 @@ def test_chart_view_opens_on_the_target_against_each_factor_and_draws_curves_by_
     factors, target = study_columns(study)
     plots: list[dict] = []
 
-    def first_section(d) -> bool:
+    def first_section(d) -> bool:  # drawn, not only laid out: the parallel chart's axes too
         plots[:] = chart_plots(d)
         scatters = [p for p in plots if p["scatter"] and p["x"] and p["x"][0] in factors]
-        return len(scatters) >= len(factors) and any(p["parallel"] for p in plots)
+        axes = [p for p in plots if p["parallel"] and all(f in p.get("text", "") for f in factors)]
+        return len(scatters) >= len(factors) and bool(axes)
 
     ui.open(view_fragment(study, TRIALS_VIEW, charts=True), width=width)
     with suppress(AssertionError):
@@ -259,9 +260,9 @@ def test_chart_view_opens_on_the_target_against_each_factor_and_draws_curves_by_
         assert scroll_charts_to(driver, "curves against examples seen"), "no curves section"
         curves: list[dict] = []
 
-        def three_curves(d) -> bool:
+        def three_curves(d) -> bool:  # drawn with their axes' titles, which come last
             curves[:] = [p for p in chart_plots(d) if p["line"] or "train/" in "".join(p["x"])]
-            return len(curves) >= 3
+            return len(curves) >= 3 and all(p["x"][:1] for p in curves[:3])
 
         with suppress(AssertionError):
             wait_until(driver, three_curves, "the target's and the key probes' curves")
