@@ -245,11 +245,16 @@ class DriverLease:
     def _withdraw(self) -> None:
         """Clear this driver's lease where it is, after writes too slow to be sure of; then
         wait two heartbeats, so that a driver whose lease it overwrote writes it again."""
-        for place in self.places:
-            holder = place.read()
-            if holder is not None and holder.token == self.me.token:
-                place.clear()
+        self._clear_mine()
         time.sleep(2 * heartbeat_s() + self.SETTLE_S)
+
+    def _clear_mine(self) -> None:
+        """Clear the places that hold this driver's lease; a place gone away keeps it, stale."""
+        for place in self.places:
+            with contextlib.suppress(Exception):
+                holder = place.read()
+                if holder is not None and holder.token == self.me.token:
+                    place.clear()
 
     def _where(self) -> str:
         return "; ".join(place.where for place in self.places)
@@ -263,11 +268,7 @@ class DriverLease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=heartbeat_s() + 5)
-        for place in self.places:
-            with contextlib.suppress(Exception):  # a place gone away keeps a stale lease
-                holder = place.read()
-                if holder is not None and holder.token == self.me.token:
-                    place.clear()
+        self._clear_mine()
 
     def _beat(self) -> None:
         """Renew the heartbeat in every place until the block ends; a place another driver

@@ -142,6 +142,11 @@ class Slow(TrackingLease):
     def __init__(self, uri, make, create_s: float = 0.0, write_s: float = 0.0) -> None:
         super().__init__(uri, "leased", lambda: (time.sleep(create_s), make())[1])
         self.write_s = write_s
+        self.cleared = 0
+
+    def clear(self) -> None:
+        self.cleared += 1
+        super().clear()
 
     def write(self, holder: Holder) -> None:
         time.sleep(self.write_s)
@@ -168,8 +173,9 @@ def race(workdir: Path, slow: dict) -> dict:
             outcome["holder"] = tracking(workdir).read()
             entered.set()
 
+    outcome["a's place"] = slow_place = Slow(uri, make, **slow)
     drivers = [
-        threading.Thread(target=drive, args=("a", Slow(uri, make, **slow))),
+        threading.Thread(target=drive, args=("a", slow_place)),
         threading.Thread(target=drive, args=("b", TrackingLease(uri, "leased", make))),
     ]
     drivers[0].start()
@@ -206,7 +212,9 @@ def test_a_driver_whose_write_is_slower_than_the_bound_withdraws_and_one_runs(wo
     B came after A's write, B is refused and A runs)."""
     monkeypatch.setenv("CONTRASTIVE_LEASE_HEARTBEAT_S", "0.2")
     outcome = race(workdir, {"write_s": DriverLease.SETTLE_S + 2.0})
-    one_ran(outcome)
+    ran = one_ran(outcome)
+    # A withdrew what it wrote too late, once (and cleared it again on ending, had it run)
+    assert outcome["a's place"].cleared == 1 + (ran == "a")
 
 
 def test_writes_too_slow_in_every_round_are_refused_saying_so(workdir, monkeypatch):
