@@ -369,6 +369,8 @@ def start_ray(
     if spec is not None:
         slots = concurrency or max(1, int(cpus // spec.resources.trial_cpu))
         cpus = min(cpus, math.ceil(slots * spec.resources.trial_cpu))
+    global _LOCAL_RAY_ENV
+    environment = dict(os.environ)  # what the raylet, and so every worker, inherits
     ray.init(
         num_cpus=cpus, num_gpus=int(capacity["GPU"]),
         include_dashboard=False, log_to_driver=False, logging_level="WARNING",
@@ -377,7 +379,24 @@ def start_ray(
             "preload_python_modules": _preloaded(spec), "num_workers_soft_limit": slots or cpus,
         },
     )  # fmt: skip
+    _LOCAL_RAY_ENV = (ray.get_runtime_context().get_node_id(), environment)
     return True
+
+
+def _inherited_environment() -> dict[str, str] | None:
+    """The environment the workers of this process's Ray inherited, when this process started
+    that Ray (not a Ray started since by someone else, nor one joined)."""
+    import ray
+
+    if _LOCAL_RAY_ENV is None or not ray.is_initialized():
+        return None
+    node, environment = _LOCAL_RAY_ENV
+    return environment if ray.get_runtime_context().get_node_id() == node else None
+
+
+def _forget_local_ray() -> None:
+    global _LOCAL_RAY_ENV
+    _LOCAL_RAY_ENV = None
 
 
 def _preloaded(spec: StudySpec | None) -> list[str]:
@@ -409,18 +428,53 @@ def quiet_token_auth_notice() -> None:
         logger.addFilter(_DropTokenAuthNotice())
 
 
+# The local Ray started by this process (its node id) and the environment it was started with,
+# which every worker process it starts inherits; None when this process started none.
+_LOCAL_RAY_ENV: tuple[str, dict[str, str]] | None = None
+
+
 def _trial_actors_take_idle_workers() -> None:
     """Tune gives every trial actor a runtime_env, ``{"env_vars": {"PL_DISABLE_FORK": "1"}}``
     (for PyTorch Lightning, which no trial uses); an actor with env vars of its own cannot take
     one of Ray's idle workers and waits for a fresh process to start and import torch. Without
     that default it takes an idle worker, already warm on a local Ray (:func:`start_ray`). Env
-    vars a user set for Tune to propagate still go with the actor."""
+    vars a user set for Tune to propagate still go with the actor (see
+    :func:`_propagated_env_vars`)."""
     try:
         from ray.tune.execution import class_cache
 
         class_cache.DEFAULT_ENV_VARS.pop("PL_DISABLE_FORK", None)
     except (ImportError, AttributeError):  # another Ray: trials start as before
         pass
+
+
+@contextlib.contextmanager
+def _propagated_env_vars(address: str | None):
+    """While Tune creates the trial actors: of the variables Tune copies from this process into
+    every actor's runtime_env (``AWS_*``, ``RAY_TRAIN_*``, ...), only those whose value differs
+    from what this process's local Ray was started with. Its workers inherited that environment
+    already, and a variable copied all the same gives the actor a runtime_env of its own, so it
+    cannot take an idle, warm worker and waits for a fresh process (seconds of torch import, for
+    every trial of a study whose storage is a bucket). On a cluster (``address``) or a Ray this
+    process did not start, Tune copies them as it always does."""
+    try:
+        from ray.tune.execution import class_cache
+
+        names = class_cache.ENV_VARS_TO_PROPAGATE
+    except (ImportError, AttributeError):  # another Ray: as it does
+        yield
+        return
+    inherited = _inherited_environment()
+    if address or inherited is None:
+        yield
+        return
+    class_cache.ENV_VARS_TO_PROPAGATE = {
+        n for n in names if n in os.environ and os.environ[n] != inherited.get(n)
+    }
+    try:
+        yield
+    finally:
+        class_cache.ENV_VARS_TO_PROPAGATE = names
 
 
 class DriverRay:
@@ -440,6 +494,7 @@ class DriverRay:
 
             self.started = False
             ray.shutdown()
+            _forget_local_ray()
 
     def __enter__(self) -> DriverRay:
         return self
@@ -523,7 +578,8 @@ def launch(
         ),
     )
     try:
-        results = tuner.fit()
+        with _propagated_env_vars(address):
+            results = tuner.fit()
     except StorageLostError as err:
         raise StudyFailedError(str(err)) from err
     except Exception as err:  # Tune's own failure, not a trial's: nothing stays RUNNING

@@ -26,3 +26,13 @@ def kill_processes_mentioning(text: str) -> list[int]:
                 pass
     psutil.wait_procs(killed, timeout=10)
     return [p.pid for p in killed]
+
+
+def prestarted_worker_pids(ray_tmp: str) -> set[int]:
+    """PIDs of the worker processes a local Ray under ``ray_tmp`` started before any job asked
+    for one (its idle, warm workers): Ray names their logs ``worker-<id>-ffffffff-<pid>.out``,
+    the nil job id, where a worker started for a job's task or actor carries that job's id."""
+    from pathlib import Path
+
+    logs = Path(ray_tmp).glob("ray/session_*/logs/worker-*-ffffffff-*.out")
+    return {int(path.stem.rsplit("-", 1)[1]) for path in logs}

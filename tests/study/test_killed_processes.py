@@ -8,7 +8,7 @@ import subprocess
 
 import pandas as pd
 import pytest
-from processkit import kill_processes_mentioning
+from processkit import kill_processes_mentioning, prestarted_worker_pids
 from studykit import (
     STUDY,
     checkpoints,
@@ -34,9 +34,12 @@ def test_worker_sigkill_is_retried_from_its_checkpoint(workdir, ray_tmp):
         max_concurrent=1,
     )
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    # a variable Tune copies into every trial actor (as a bucket's credentials are) must not
+    # keep the trial from the warm worker Ray started for it: the workers inherited it
     driver = subprocess.Popen(
         [STUDY, "run", str(spec), "--tracking-uri", uri, "--storage", str(workdir / "studies")],
         cwd=workdir,
+        env=os.environ | {"AWS_ACCESS_KEY_ID": "not-used"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -44,6 +47,7 @@ def test_worker_sigkill_is_retried_from_its_checkpoint(workdir, ray_tmp):
     trial_dir = workdir / "studies" / "worker-kill" / "trials" / "p000-r0"
     wait_for(lambda: len(checkpoints(trial_dir)) >= 1, 180, "a first checkpoint", driver)
     pid = int((trial_dir / "worker.pid").read_text())
+    assert pid in prestarted_worker_pids(ray_tmp)  # the first trial took a warm worker
     os.kill(pid, signal.SIGKILL)
     _, err = driver.communicate(timeout=300)
     assert driver.returncode == 0, err[-3000:]
