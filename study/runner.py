@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -49,7 +50,8 @@ from trainables.sources import check_data
 
 RESULTS_FILE = "results.parquet"
 REPORT_DIR = "report"
-TRIAL_MODULE = "study.trainable"  # what a trial's worker imports (torch, the trainables)
+# what a trial's worker imports: the trainable, and the trial's loop with torch
+TRIAL_MODULES = ["study.trainable", "trainables.train"]
 _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")  # a user's own setting wins
 
 
@@ -112,9 +114,21 @@ class StudyOutcome:
 # preparing
 # ---------------------------------------------------------------------------------------------
 def local_capacity() -> dict[str, float]:
+    return {"CPU": float(os.cpu_count() or 1), "GPU": float(local_gpus())}
+
+
+GPU_DRIVER_FILES = ("/dev/nvidiactl", "/dev/kfd")  # NVIDIA's driver, ROCm's (AMD)
+
+
+def local_gpus() -> int:
+    """The GPUs torch sees on this machine. On Linux without a GPU driver's device file torch
+    sees none, and is not imported to say so (seconds of CPU for every driver on a CPU-only
+    machine)."""
+    if sys.platform.startswith("linux") and not any(map(os.path.exists, GPU_DRIVER_FILES)):
+        return 0
     import torch
 
-    return {"CPU": float(os.cpu_count() or 1), "GPU": float(torch.cuda.device_count())}
+    return torch.cuda.device_count()
 
 
 def check_resources(
@@ -405,7 +419,7 @@ def _preloaded(spec: StudySpec | None) -> list[str]:
     starts six helper actors per trial (its controller, a queue, a synchroniser, …), each in a
     fresh worker, none of which needs torch (a 2-trial study of 2 workers on 2 cores: 99 s with
     it, 79 s without)."""
-    return [] if spec is not None and spec.resources.workers > 1 else [TRIAL_MODULE]
+    return [] if spec is not None and spec.resources.workers > 1 else list(TRIAL_MODULES)
 
 
 # Ray (2.52 on) enables token authentication for a cluster that ray.init starts, and says so at

@@ -26,8 +26,9 @@ from ray import tune
 from study import EVIDENCE_KEY
 from study.storage import Storage, StoredCheckpoints, open_storage, write_pid
 from trainables.config import TrialConfig
-from trainables.train import claim_share, run_trial
 
+# trainables.train (torch) is imported where a trial runs: a Ray worker has it already (the
+# driver's local Ray preloads it, see study.runner.TRIAL_MODULES), the driver never needs it
 PID_FILE = "worker.pid"  # W = 1; rank r of a data-parallel trial writes worker{r}.pid
 
 
@@ -69,6 +70,8 @@ def run_study_trial(payload: dict[str, Any]) -> None:
     if plan["trial"].get("workers", 1) > 1:
         _run_data_parallel(plan)  # the workers' last report is the trial's final one
         return
+    from trainables.train import claim_share, run_trial
+
     trial = open_storage(plan["trial_uri"])
     write_pid(trial, PID_FILE)
     # CPU threads capped to the trial's share, and GPU memory to its fraction when trials share
@@ -161,6 +164,8 @@ def _data_parallel_worker(loop_config: dict[str, Any]) -> None:
     set up; the last report, on every rank, is the trial's final one."""
     import torch
     from ray import train
+
+    from trainables.train import claim_share, run_trial
 
     plan = loop_config["plan"]
     rank = train.get_context().get_world_rank()

@@ -32,16 +32,19 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from trainables.config import TrialConfig
-from trainables.data import DataBundle, ExampleStream, load_data, make_augment, step_generator
-from trainables.encoders import build_model
-from trainables.probes import probe_metrics
 from trainables.sources import data_key
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from trainables.data import DataBundle
+
+# torch, the data and the models are imported by the measures themselves: a driver whose
+# baselines are cached or kept on its parent run never imports torch (seconds of CPU)
 
 KINDS = ("raw", "random_init", "supervised")
 DEFAULT_KINDS = ("raw", "random_init")
@@ -154,6 +157,9 @@ def flat_inputs(data: DataBundle, x: torch.Tensor) -> torch.Tensor:
 def raw_baseline(config: TrialConfig, seeds: tuple[int, ...] = ()) -> Baseline:
     """The trial's probes on the flattened input (:func:`flat_inputs`) of the probe rows and
     the held-out rows, under the ``_h`` names."""
+    from trainables.data import load_data
+    from trainables.probes import probe_metrics
+
     data = load_data(config)
     train_x = flat_inputs(data, data.train_x[data.probe_index])
     held_x = flat_inputs(data, data.heldout_x)
@@ -191,6 +197,8 @@ def _listed(seeds: tuple[int, ...]) -> str:
 
 def random_init_baseline(config: TrialConfig, seeds: tuple[int, ...]) -> Baseline:
     """The trial's model as initialised by each seed, evaluated untrained."""
+    from trainables.data import load_data
+    from trainables.encoders import build_model
     from trainables.train import seed_everything
 
     data = load_data(config)
@@ -207,6 +215,8 @@ def random_init_baseline(config: TrialConfig, seeds: tuple[int, ...]) -> Baselin
 
 def supervised_baseline(config: TrialConfig, seeds: tuple[int, ...]) -> Baseline:
     """The trial's encoder trained with labels for the trial's budget, for each seed."""
+    from trainables.data import load_data
+
     data = load_data(config)
     per_seed = {}
     for seed in seeds:
@@ -224,6 +234,10 @@ def train_supervised(config: TrialConfig, data: DataBundle) -> nn.Module:
     """The trial's model with its encoder trained on labels: the trial's example stream,
     one augmented view of each source, the trial's optimiser and learning-rate schedule, a
     linear classifier on ``h`` (discarded after). Unlabelled rows (label -1) are ignored."""
+    from torch import nn
+
+    from trainables.data import ExampleStream, make_augment, step_generator
+    from trainables.encoders import build_model
     from trainables.train import lr_at, make_optimizer, resolve_device, seed_everything
 
     device = resolve_device(config)

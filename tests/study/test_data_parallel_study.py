@@ -27,7 +27,7 @@ from studykit import (
 from analysis.evidence import release_gate
 from search_spaces.designs import batch_sizes_matching, build_design
 from search_spaces.spec import StudyError, parse_spec
-from study.runner import TRIAL_MODULE, _preloaded, check_resources
+from study.runner import TRIAL_MODULES, _preloaded, check_resources
 
 
 def spec_with(**changes):
@@ -156,8 +156,8 @@ def test_preflight_passes_workers_spread_over_nodes():
 def test_the_trial_module_is_preloaded_into_ray_workers_only_for_one_worker_trials():
     """Ray Train's helper actors of a data-parallel trial would each import torch for nothing."""
     assert _preloaded(spec_with(resources={"workers": 2, "cpu": 1})) == []
-    assert _preloaded(spec_with(resources={"workers": 1, "cpu": 1})) == [TRIAL_MODULE]
-    assert _preloaded(None) == [TRIAL_MODULE]
+    assert _preloaded(spec_with(resources={"workers": 1, "cpu": 1})) == TRIAL_MODULES
+    assert _preloaded(None) == TRIAL_MODULES
 
 
 # ---- a real study: Ray Tune, Ray Train (gloo), MLflow, a worker SIGKILLed

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 from trialkit import preset
 
+import trainables.train
 from study import EVIDENCE_KEY
 from study import trainable as trainable_module
 from study.trainable import PID_FILE, final_report, run_study_trial
@@ -28,7 +29,7 @@ def tune(monkeypatch):
     seen = SimpleNamespace(reports=[], claims=[])
     monkeypatch.setattr(trainable_module, "_node_id", lambda: "node-1")
     monkeypatch.setattr(trainable_module, "tune", SimpleNamespace(report=seen.reports.append))
-    monkeypatch.setattr(trainable_module, "claim_share", lambda *a: seen.claims.append(a))
+    monkeypatch.setattr(trainables.train, "claim_share", lambda *a: seen.claims.append(a))
     return seen
 
 
@@ -74,3 +75,26 @@ def test_the_final_report_keeps_numbers_and_sends_the_evidence_as_json_text():
     assert report == {"steps": 3, "train/loss": 0.5, "final": 1, "trial_status": "diverged",
                       "node_id": "node-1", EVIDENCE_KEY: '{"per_class": [1, 2]}'}  # fmt: skip
     assert final_report({"status": "finished"}, "")[EVIDENCE_KEY] == "{}"
+
+
+def test_the_driver_imports_no_torch_on_a_machine_without_a_gpu_driver():
+    """torch takes seconds of CPU to import: a driver imports it only to count GPUs where a GPU
+    driver is installed (on a cached or recorded baseline, the trials import it themselves)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from study.runner import GPU_DRIVER_FILES
+
+    code = ("import sys; import study.cli, study.runner, study.trainable, study.baselines, "
+            "study.reporting; from study.runner import local_capacity; "
+            "print(int(local_capacity()['GPU']), 'torch' in sys.modules)")  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    gpus, imported = done.stdout.split()
+    if any(map(os.path.exists, GPU_DRIVER_FILES)):
+        import torch
+
+        assert int(gpus) == torch.cuda.device_count()
+    else:
+        assert (gpus, imported) == ("0", "False"), done.stderr[-2000:]
