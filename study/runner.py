@@ -375,9 +375,8 @@ def start_ray(
         ray.init(address=address, log_to_driver=False, logging_level="WARNING")
         return True
     quiet_token_auth_notice()
-    # Ray Train starts an actor per data-parallel trial to watch for node preemption (spot
-    # instances of a cluster): none happens to this machine's own Ray
-    os.environ.setdefault("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0")
+    for name, value in LOCAL_RAY_TRAIN_SETTINGS.items():  # a user's own setting wins
+        os.environ.setdefault(name, value)
     capacity = local_capacity()
     cpus, slots = int(capacity["CPU"]), None
     if spec is not None:
@@ -395,6 +394,20 @@ def start_ray(
     )  # fmt: skip
     _LOCAL_RAY_ENV = (ray.get_runtime_context().get_node_id(), environment)
     return True
+
+
+# Ray Train's settings for this machine's own Ray, where its workers and the driver share a
+# machine (data-parallel trials, ``resources.workers`` > 1); set before Ray starts, so that every
+# worker inherits them. A cluster joined at an address keeps its own.
+LOCAL_RAY_TRAIN_SETTINGS = {
+    # an actor per trial watches for node preemption (spot instances of a cluster): no node of
+    # this machine's Ray is preempted
+    "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
+    # the controller polls its workers every 2 s by default, and a worker's report waits for
+    # the poll: a 2-trial study of 2 workers on 2 cores took 90 s, 67 s at 0.25 s. Polling two
+    # local workers four times a second costs no measurable CPU
+    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25",
+}
 
 
 def _inherited_environment() -> dict[str, str] | None:

@@ -5,10 +5,7 @@ its own for an augmented block, and ``study augment`` keeping the user's file as
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -233,26 +230,6 @@ def test_without_the_users_file_the_canonical_file_has_no_null_keys(tmp_path):
     text = augmented_yaml(new, design, "toy.yaml")
     assert "range: null" not in text and "levels: null" not in text
     assert parse_spec(load_yaml(text)).sha == new.sha
-
-
-@pytest.mark.slow
-def test_a_local_ray_keeps_token_auth_without_its_notice(ray_tmp, tmp_path):
-    script = (
-        "import ray\n"
-        "from study.runner import start_ray\n"
-        "from ray._raylet import AuthenticationMode, get_authentication_mode\n"
-        "assert start_ray(None)\n"
-        "print('token' if get_authentication_mode() == AuthenticationMode.TOKEN else 'off')\n"
-        "ray.shutdown()\n"
-    )
-    env = dict(os.environ, HOME=str(tmp_path))  # a new token is made in this home
-    env.pop("RAY_AUTH_MODE", None)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=Path(__file__).parents[2])  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "token"  # the security Ray sets up stays
-    assert "Token authentication is enabled" not in done.stderr + done.stdout
-    assert (tmp_path / ".ray" / "auth_token").is_file()
 
 
 SPACED_FILE = """\

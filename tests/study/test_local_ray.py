@@ -6,11 +6,16 @@ with a variable in the driver's environment that Tune copies into every actor.""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from ray.tune.execution import class_cache
 
 from study import runner
-from study.runner import _propagated_env_vars
+from study.runner import LOCAL_RAY_TRAIN_SETTINGS, _propagated_env_vars
 
 PREEMPTION = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"  # set by start_ray before Ray starts
 
@@ -40,3 +45,36 @@ def test_on_a_cluster_or_a_ray_started_elsewhere_tune_copies_them_all(
         monkeypatch.setattr(runner, "_LOCAL_RAY_ENV", None)
     with _propagated_env_vars(address):
         assert class_cache.ENV_VARS_TO_PROPAGATE is names
+
+
+@pytest.mark.slow
+def test_a_local_ray_keeps_token_auth_without_its_notice_and_its_workers_get_its_settings(
+    ray_tmp, tmp_path
+):
+    """Ray Train's settings for a local Ray reach its workers (where Train's controller runs);
+    a value the user set wins."""
+    script = (
+        "import os, ray\n"
+        "from study.runner import LOCAL_RAY_TRAIN_SETTINGS, start_ray\n"
+        "from ray._raylet import AuthenticationMode, get_authentication_mode\n"
+        "assert start_ray(None)\n"
+        "print('token' if get_authentication_mode() == AuthenticationMode.TOKEN else 'off')\n"
+        "seen = ray.get(ray.remote(lambda names: [os.environ.get(n) for n in names])"
+        ".remote(sorted(LOCAL_RAY_TRAIN_SETTINGS)))\n"
+        "print(*seen)\n"
+        "ray.shutdown()\n"
+    )
+    env = dict(os.environ, HOME=str(tmp_path))  # a new token is made in this home
+    env.pop("RAY_AUTH_MODE", None)
+    for name in LOCAL_RAY_TRAIN_SETTINGS:
+        env.pop(name, None)
+    env["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] = "1.5"  # the user's own
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=Path(__file__).parents[2])  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    auth, *seen = done.stdout.split()
+    assert auth == "token"  # the security Ray sets up stays
+    assert "Token authentication is enabled" not in done.stderr + done.stdout
+    assert (tmp_path / ".ray" / "auth_token").is_file()
+    expected = LOCAL_RAY_TRAIN_SETTINGS | {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1.5"}
+    assert seen == [expected[n] for n in sorted(expected)]
