@@ -53,6 +53,7 @@ from study import EVIDENCE_KEY
 from study.commands import mlflow_command
 from study.lease import pid_alive
 from study.store_template import copy_template, keep_as_template
+from trainables.checks import self_checks
 from trainables.config import TrialConfig
 from trainables.remote import is_remote
 from trainables.sources import DATA_FIELDS, data_dir, data_key
@@ -319,25 +320,6 @@ def check_plan_fits(plan: TrialPlan) -> None:
             f"trial: the trial's settings take {len(trial_json(plan))} characters as JSON, over "
             f"MLflow's limit of {MAX_TAG} for a tag"
         )
-
-
-def self_checks() -> dict[str, str]:
-    """Checks of the running code recorded with every study (release gate item 1).
-
-    ``info_nce_worked_example``: the hand-computed M = 3 example (anchor 0°, positive 20°,
-    negatives 90°, 180°, 270°, τ = 1) must give 0.6551.
-    """
-    import torch
-
-    from trainables.objectives import info_nce
-
-    angles = torch.deg2rad(torch.tensor([0.0, 20.0, 90.0, 180.0, 270.0, 90.0, 180.0, 270.0]))
-    z = torch.stack([angles.cos(), angles.sin()], dim=1).double()
-    sources = torch.tensor([0, 0, 1, 2, 3, 1, 2, 3])
-    groups = torch.tensor([0, 0, 1, 2, 3, 0, 0, 0])  # the negatives' twins are masked
-    loss = float(info_nce(z, sources, 1.0, groups=groups, group_policy="mask", reduction="none")[0])
-    ok = abs(loss - 0.6551) < 1e-4
-    return {"info_nce_worked_example": "pass" if ok else f"fail: {loss:.6f} != 0.6551"}
 
 
 def opens_block(parent, spec: StudySpec) -> bool:
@@ -917,6 +899,9 @@ class StudyRecord:
         return max(m.step for m in history) + 1
 
     def start_parent(self, spec: StudySpec, design, source_text: str) -> str:
+        """The study's parent run: the newest reopened, or a new one (the study's first run, or
+        an augmented block's) with the study's params, its file and design, and the results of
+        the self-checks (:func:`trainables.checks.self_checks`)."""
         self.ensure_kind()
         parent = self.parent()
         if parent is not None and not opens_block(parent, spec):

@@ -548,6 +548,7 @@ def launch(
         StudyFailedError: Tune itself failed (every trial's own failure is recorded, not raised).
     """
     from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
 
     from study.trainable import run_study_trial
 
@@ -585,6 +586,10 @@ def launch(
     # Tune's own SIGINT handler absorbs the interrupt and returns as if the study had ended;
     # without it, Ctrl-C raises KeyboardInterrupt here, and run_study ends every run KILLED
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    # Tune's own CSV and TensorBoard logs of every report repeat what the record holds, and are
+    # written at every report (to the bucket, for a bucket's study); its TensorBoard logger
+    # alone imports torch into the driver. Its JSON log stays: Tune's results read it
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     tuner = tune.Tuner(
         tune.with_resources(run_study_trial, resources),
         tune_config=tune.TuneConfig(
@@ -600,7 +605,7 @@ def launch(
             storage_path=study.path("ray"),
             storage_filesystem=study.fs,
             failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-            callbacks=[recorder] if quiet else [recorder, view],
+            callbacks=[JsonLoggerCallback(), recorder, *([] if quiet else [view])],
             verbose=0,
         ),
     )

@@ -63,6 +63,12 @@ def test_default_smoke_study_records_everything_once(workdir, shared_ray):
     assert set(frame["status"]) == {"finished"}
     assert {"temperature", "batch_size", "derived.steps", "z/uniform", "wall_s"} <= set(frame)
     _assert_baselines_on_the_parent(uri, name, parents[0], outcome.results)
+    # the record holds every report: of Tune's own per-trial logs only the JSON its results read
+    # is written beside it (its TensorBoard logger would also import torch into the driver)
+    tune_folder = workdir / "studies" / name / "ray"
+    logs = {p.name for p in tune_folder.rglob("*")
+            if p.name in {"result.json", "progress.csv"} or "tfevents" in p.name}  # fmt: skip
+    assert logs == {"result.json"}
 
     # running it again resumes: nothing is missing, so nothing runs and nothing is duplicated
     again = run_study(None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True)
