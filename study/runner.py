@@ -50,8 +50,11 @@ from trainables.sources import check_data
 
 RESULTS_FILE = "results.parquet"
 REPORT_DIR = "report"
-# what a trial's worker imports: the trainable, and the trial's loop with torch
-TRIAL_MODULES = ["study.trainable", "trainables.train"]
+# what a trial's worker imports: the trainable, the trial's loop with torch, and what the first
+# optimizer of every trial imports (torch.optim imports torch._dynamo there, pytorch #162595)
+TRIAL_MODULES = ["study.trainable", "trainables.train", "torch._dynamo"]
+# and where the study's trials read digits: scikit-learn's loader and its stratified split
+DIGITS_MODULES = ["sklearn.datasets", "sklearn.model_selection"]
 _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")  # a user's own setting wins
 
 
@@ -432,7 +435,16 @@ def _preloaded(spec: StudySpec | None) -> list[str]:
     starts six helper actors per trial (its controller, a queue, a synchroniser, …), each in a
     fresh worker, none of which needs torch (a 2-trial study of 2 workers on 2 cores: 99 s with
     it, 79 s without)."""
-    return [] if spec is not None and spec.resources.workers > 1 else list(TRIAL_MODULES)
+    if spec is not None and spec.resources.workers > 1:
+        return []
+    digits = spec is None or "digits" in {spec.trial.get("dataset", "digits"), *_levels(spec)}
+    return [*TRIAL_MODULES, *(DIGITS_MODULES if digits else [])]
+
+
+def _levels(spec: StudySpec) -> list:
+    """The levels of the study's dataset factor, when it has one."""
+    factor = spec.factors.get("dataset")
+    return list(factor.levels or []) if factor is not None else []
 
 
 # Ray (2.52 on) enables token authentication for a cluster that ray.init starts, and says so at

@@ -27,7 +27,7 @@ from studykit import (
 from analysis.evidence import release_gate
 from search_spaces.designs import batch_sizes_matching, build_design
 from search_spaces.spec import StudyError, parse_spec
-from study.runner import TRIAL_MODULES, _preloaded, check_resources
+from study.runner import DIGITS_MODULES, TRIAL_MODULES, _preloaded, check_resources
 
 
 def spec_with(**changes):
@@ -154,10 +154,18 @@ def test_preflight_passes_workers_spread_over_nodes():
 
 
 def test_the_trial_module_is_preloaded_into_ray_workers_only_for_one_worker_trials():
-    """Ray Train's helper actors of a data-parallel trial would each import torch for nothing."""
+    """Ray Train's helper actors of a data-parallel trial would each import torch for nothing;
+    scikit-learn is loaded ahead only where trials read digits."""
     assert _preloaded(spec_with(resources={"workers": 2, "cpu": 1})) == []
-    assert _preloaded(spec_with(resources={"workers": 1, "cpu": 1})) == TRIAL_MODULES
-    assert _preloaded(None) == TRIAL_MODULES
+    one = {"resources": {"workers": 1, "cpu": 1}}
+    assert _preloaded(spec_with(**one)) == TRIAL_MODULES + DIGITS_MODULES  # digits
+    toy = {"dataset": "toy", "encoder": "mlp", "augmentation": "noise"}
+    assert _preloaded(spec_with(trial=toy, **one)) == TRIAL_MODULES
+    data = default_spec_data()
+    data["trial"].pop("dataset")
+    data["factors"] = {"dataset": {"levels": ["toy", "digits"]}}
+    assert _preloaded(parse_spec(data)) == TRIAL_MODULES + DIGITS_MODULES
+    assert _preloaded(None) == TRIAL_MODULES + DIGITS_MODULES  # a worker of any study
 
 
 # ---- a real study: Ray Tune, Ray Train (gloo), MLflow, a worker SIGKILLed
