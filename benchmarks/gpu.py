@@ -7,6 +7,9 @@ sharing the GPU, info_nce against the dense reference, and a trial on real image
     python benchmarks/gpu.py --fashion-root DIR     # Fashion-MNIST's IDX files for (e)
     python benchmarks/gpu.py --smoke --device cpu   # every part, tiny, on the CPU (a minute)
 
+``--smoke`` runs every part at its smallest: two trials at once in (c), one size (B = 512) in
+(d), each part's processes as few as its code path allows.
+
 Needs torch, torchvision, numpy, scikit-learn, pyyaml and pydantic (the trial path,
 ``trainables/``); no Ray, MLflow or Optuna. The rows:
 
@@ -75,6 +78,11 @@ from trainables.train import (  # noqa: E402
 PRESET = ROOT / "trainables" / "presets" / "cifar10_resnet18.yaml"
 SMALL_CNN = ROOT / "trainables" / "presets" / "digits.yaml"  # (e)'s recipe
 SHARING = 4  # trials at once in (c)
+SMOKE_SHARING = 2  # --smoke: the same path, half the processes
+
+
+def trials_at_once(args: argparse.Namespace) -> int:
+    return SMOKE_SHARING if args.smoke else SHARING
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,9 +248,10 @@ def sharing_config(args: argparse.Namespace) -> dict:
     ).model_dump(mode="json")  # fmt: skip
 
 
-def share_of_machine() -> tuple[float, float]:
-    cpu = max(1, (os.cpu_count() or SHARING) // SHARING)
-    return float(cpu), 1.0 / SHARING
+def share_of_machine(count: int = SHARING) -> tuple[float, float]:
+    """Each of ``count`` trials' (cpu, gpu) share of this machine, as a study would give it."""
+    cpu = max(1, (os.cpu_count() or count) // count)
+    return float(cpu), 1.0 / count
 
 
 def one_shared_trial(config: dict, cpu: float, gpu: float) -> dict:
@@ -259,9 +268,11 @@ def one_shared_trial(config: dict, cpu: float, gpu: float) -> dict:
     }
 
 
-def run_shared(config: dict, count: int, use_ray: bool) -> tuple[list[dict], float, str]:
-    """``count`` trials at once, each held to 1/SHARING of the GPU; (results, wall, how)."""
-    cpu, gpu = share_of_machine()
+def run_shared(
+    config: dict, count: int, share: tuple[float, float], use_ray: bool
+) -> tuple[list[dict], float, str]:
+    """``count`` trials at once, each held to ``share`` (cpu, gpu); (results, wall, how)."""
+    cpu, gpu = share
     ray = None
     if use_ray:
         try:
@@ -297,15 +308,17 @@ def sharing(args: argparse.Namespace) -> dict:
     config = sharing_config(args)
     # alone first: its compile fills torch.compile's cache, which the four then share, as the
     # trials of a study do
-    alone, alone_wall, how = run_shared(config, 1, not args.processes)
-    together, together_wall, _ = run_shared(config, SHARING, not args.processes)
+    count = trials_at_once(args)
+    share = share_of_machine(count)
+    alone, alone_wall, how = run_shared(config, 1, share, not args.processes)
+    together, together_wall, _ = run_shared(config, count, share, not args.processes)
     wall_1 = alone[0]["examples"] / alone_wall
     wall_4 = sum(r["examples"] for r in together) / together_wall
     loop_1 = alone[0]["examples_per_s"]
     loop_4 = sum(r["examples_per_s"] for r in together)
     return {
         "how": how, "wall_1": wall_1, "wall_4": wall_4, "loop_1": loop_1, "loop_4": loop_4,
-        "batch": config["batch_size"],
+        "batch": config["batch_size"], "count": count,
     }  # fmt: skip
 
 
@@ -317,7 +330,7 @@ def losses(args: argparse.Namespace) -> list[dict]:
     spec = importlib.util.spec_from_file_location("bench_objectives", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    sizes = [512, 1024] if args.smoke else [8192, 32768, 65536]
+    sizes = [1024] if args.smoke else [8192, 32768, 65536]
     options = argparse.Namespace(
         dim=128, repeats=1 if args.smoke else 5, min_seconds=0.0 if args.smoke else 1.0,
         threads=int(share_of_machine()[0]), device=args.device, lightly_path=None,
@@ -406,10 +419,11 @@ def measure(args: argparse.Namespace, t_start: float) -> None:
         wall_4, loop_4 = shared["wall_4"], shared["loop_4"]
         alone = f"1 trial alone (batch {shared['batch']}, {shared['how']})"
         row("c", f"{alone}, examples/s, wall / loop", f"{wall_1:,.0f} / {loop_1:,.0f}")
-        together = f"{SHARING} trials at once, aggregate examples/s, wall / loop"
+        count = shared["count"]
+        together = f"{count} trials at once, aggregate examples/s, wall / loop"
         row("c", together, f"{wall_4:,.0f} / {loop_4:,.0f}")
-        row("c", f"{SHARING} against 1, counting wall time", f"{wall_4 / wall_1:.2f}×")
-        row("c", f"{SHARING} against 1, counting the training loops", f"{loop_4 / loop_1:.2f}×")
+        row("c", f"{count} against 1, counting wall time", f"{wall_4 / wall_1:.2f}×")
+        row("c", f"{count} against 1, counting the training loops", f"{loop_4 / loop_1:.2f}×")
     if "d" in args.parts:
         rows = losses(args)
         dense = {r["n"]: r for r in rows if r["impl"] == "dense"}

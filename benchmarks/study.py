@@ -3,8 +3,8 @@ efficiency, the speed-up at concurrency 2, and MLflow logging's share of trial t
 
     .venv/bin/python benchmarks/study.py            # the default study at concurrency 1 and 2
     .venv/bin/python benchmarks/study.py --toy      # toy studies of 3 and 9 short trials
-    .venv/bin/python benchmarks/study.py --smoke    # both tables on toy studies (3 and 6 trials
-                                                    # at concurrency 1, 3 at 2): under a minute
+    .venv/bin/python benchmarks/study.py --smoke    # both tables on toy studies (2 and 4 trials
+                                                    # at concurrency 1, 2 at 2): under a minute
     .venv/bin/python benchmarks/study.py --toy --repeat 3   # each toy study 3 times
 
 Each run uses a fresh folder (a new embedded SQLite store and storage), so nothing is resumed.
@@ -33,7 +33,10 @@ TOY_SIZES = (3, 9)
 
 
 def toy_spec(trials: int) -> dict:
-    """A study of ``trials`` short trials on the toy generator: 3 temperatures × replicates."""
+    """A study of ``trials`` short trials on the toy generator: 3 temperatures × replicates (2
+    temperatures where ``trials`` is not a multiple of 3)."""
+    levels = [0.1, 0.3, 1.0] if trials % 3 == 0 else [0.1, 0.3]
+    assert trials % len(levels) == 0, f"{trials} toy trials: a multiple of 2 or 3"
     return {
         "study": f"bench-toy-{trials}",
         "description": f"{trials} short toy trials (benchmarks/study.py --toy)",
@@ -43,8 +46,8 @@ def toy_spec(trials: int) -> dict:
             "projection": "none", "augmentation": "noise", "batch_size": 64,
             "budget_examples": 640, "eval_marks": 1, "linear_probe_iters": 20,
         },
-        "factors": {"temperature": {"levels": [0.1, 0.3, 1.0], "scale": "log"}},
-        "design": {"kind": "full_factorial", "replicates": trials // 3},
+        "factors": {"temperature": {"levels": levels, "scale": "log"}},
+        "design": {"kind": "full_factorial", "replicates": trials // len(levels)},
         "resources": {"cpu": 1, "gpu": 0},
     }  # fmt: skip
 
@@ -131,8 +134,8 @@ def concurrency(name: str, rows: list[dict[str, float]]) -> None:
 
 def smoke() -> None:
     """Every table of this script, on the smallest studies that fill them."""
-    single = toy(1, sizes=(3, 6))[3]
-    concurrency("toy-3", [single, one_run(2, spec=toy_spec(3))])
+    single = toy(1, sizes=(2, 4))[2]
+    concurrency("toy-2", [single, one_run(2, spec=toy_spec(2))])
 
 
 def main() -> None:

@@ -1,8 +1,9 @@
 """Checks of the running trial code, recorded with every study (release gate item 1): the
 InfoNCE implementation against a finite example checked by hand.
 
-Run where trials run: a study's driver asks one of its warm Ray workers, which has torch and
-the objectives loaded already (``study.runner``), and runs it itself otherwise."""
+The driver runs them as it opens a study's parent run (``study.record``) and records each result
+as the parent's tag ``study.check.<name>``: run in a warm Ray worker instead, the worker would
+never serve a trial again (Ray does not hand a task's worker to an actor)."""
 
 from __future__ import annotations
 

@@ -42,9 +42,9 @@ def test_trainables_module_smoke():
 
 @pytest.mark.slow
 def test_study_benchmark_smoke(ray_tmp):
-    """Both tables, on toy studies: the line through 3 and 6 trials, and concurrency 1 and 2."""
+    """Both tables, on toy studies: the line through 2 and 4 trials, and concurrency 1 and 2."""
     out = run(sys.executable, "benchmarks/study.py", "--smoke")
-    assert "| toy-3 | 3 | 1 |" in out and "| toy-6 | 6 | 1 |" in out and "| toy-3 | 3 | 2 |" in out
+    assert "| toy-2 | 2 | 1 |" in out and "| toy-4 | 4 | 1 |" in out and "| toy-2 | 2 | 2 |" in out
     assert "| outside per trial s | trial efficiency |" in out
     assert "per-trial overhead (slope of outside time on trials): " in out
     assert "fixed cost per study (intercept): " in out
