@@ -306,18 +306,18 @@ def run_shared(
 
 def sharing(args: argparse.Namespace) -> dict:
     config = sharing_config(args)
-    # alone first: its compile fills torch.compile's cache, which the four then share, as the
+    # alone first: its compile fills torch.compile's cache, which the others then share, as the
     # trials of a study do
     count = trials_at_once(args)
     share = share_of_machine(count)
     alone, alone_wall, how = run_shared(config, 1, share, not args.processes)
     together, together_wall, _ = run_shared(config, count, share, not args.processes)
     wall_1 = alone[0]["examples"] / alone_wall
-    wall_4 = sum(r["examples"] for r in together) / together_wall
+    wall_n = sum(r["examples"] for r in together) / together_wall
     loop_1 = alone[0]["examples_per_s"]
-    loop_4 = sum(r["examples_per_s"] for r in together)
+    loop_n = sum(r["examples_per_s"] for r in together)
     return {
-        "how": how, "wall_1": wall_1, "wall_4": wall_4, "loop_1": loop_1, "loop_4": loop_4,
+        "how": how, "wall_1": wall_1, "wall_n": wall_n, "loop_1": loop_1, "loop_n": loop_n,
         "batch": config["batch_size"], "count": count,
     }  # fmt: skip
 
@@ -416,14 +416,14 @@ def measure(args: argparse.Namespace, t_start: float) -> None:
     if "c" in args.parts:
         shared = sharing(args)
         wall_1, loop_1 = shared["wall_1"], shared["loop_1"]
-        wall_4, loop_4 = shared["wall_4"], shared["loop_4"]
+        wall_n, loop_n = shared["wall_n"], shared["loop_n"]
         alone = f"1 trial alone (batch {shared['batch']}, {shared['how']})"
         row("c", f"{alone}, examples/s, wall / loop", f"{wall_1:,.0f} / {loop_1:,.0f}")
         count = shared["count"]
         together = f"{count} trials at once, aggregate examples/s, wall / loop"
-        row("c", together, f"{wall_4:,.0f} / {loop_4:,.0f}")
-        row("c", f"{count} against 1, counting wall time", f"{wall_4 / wall_1:.2f}×")
-        row("c", f"{count} against 1, counting the training loops", f"{loop_4 / loop_1:.2f}×")
+        row("c", together, f"{wall_n:,.0f} / {loop_n:,.0f}")
+        row("c", f"{count} against 1, counting wall time", f"{wall_n / wall_1:.2f}×")
+        row("c", f"{count} against 1, counting the training loops", f"{loop_n / loop_1:.2f}×")
     if "d" in args.parts:
         rows = losses(args)
         dense = {r["n"]: r for r in rows if r["impl"] == "dense"}

@@ -141,12 +141,14 @@ class Slow(TrackingLease):
     creating the store) or writing the lease into it takes ``create_s`` or ``write_s`` seconds,
     once; a slow write lands no sooner than ``lands_after`` is set."""
 
-    def __init__(self, uri, make, create_s: float = 0.0, write_s: float = 0.0) -> None:
+    def __init__(
+        self, uri, make, create_s: float = 0.0, write_s: float = 0.0,
+        lands_after: threading.Event | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(uri, "leased", lambda: (time.sleep(create_s), make())[1])
-        self.write_s = write_s
+        self.write_s, self.lands_after = write_s, lands_after
         self.cleared = 0
         self.writing_slowly = threading.Event()  # set as the slow write begins
-        self.lands_after: threading.Event | None = None
 
     def clear(self) -> None:
         self.cleared += 1
@@ -185,14 +187,15 @@ def race(workdir: Path, slow: dict) -> dict:
             outcome["holder"] = tracking(workdir).read()
             entered.set()
 
-    outcome["a's place"] = slow_place = Slow(uri, make, **slow)
+    # given before A starts: A's thread reads it as its write begins
+    lands_after = holding if slow.get("write_s") else None
+    outcome["a's place"] = slow_place = Slow(uri, make, **slow, lands_after=lands_after)
     drivers = [
         threading.Thread(target=drive, args=("a", slow_place)),
         threading.Thread(target=drive, args=("b", TrackingLease(uri, "leased", make))),
     ]
     drivers[0].start()
-    if slow.get("write_s"):
-        slow_place.lands_after = holding
+    if lands_after is not None:
         assert slow_place.writing_slowly.wait(timeout=30), "A never began its write"
     else:
         time.sleep(0.3)
