@@ -139,7 +139,8 @@ def test_of_two_drivers_writing_at_once_the_one_overwritten_is_refused(workdir):
 class Slow(TrackingLease):
     """The shared store, as one driver sees it: creating the study's record (importing MLflow,
     creating the store) or writing the lease into it takes ``create_s`` or ``write_s`` seconds,
-    once; a slow write lands no sooner than ``lands_after`` is set."""
+    once; a slow write lands no sooner than ``lands_after`` is set. ``gate`` orders the other
+    driver's writes around this one's late write (see :class:`HeldBack`)."""
 
     def __init__(
         self, uri, make, create_s: float = 0.0, write_s: float = 0.0,
@@ -149,20 +150,60 @@ class Slow(TrackingLease):
         self.write_s, self.lands_after = write_s, lands_after
         self.cleared = 0
         self.writing_slowly = threading.Event()  # set as the slow write begins
+        self.gate = LateWriteGate()
 
     def clear(self) -> None:
         self.cleared += 1
         super().clear()
+        self.gate.withdrawn.set()
 
     def write(self, holder: Holder) -> None:
-        if self.write_s:
-            began = time.monotonic()
-            self.writing_slowly.set()
-            if self.lands_after is not None:
-                assert self.lands_after.wait(timeout=30), "the other driver never took the lease"
-            time.sleep(max(0.0, self.write_s - (time.monotonic() - began)))
-            self.write_s = 0.0
-        super().write(holder)
+        if not self.write_s:
+            super().write(holder)
+            return
+        began = time.monotonic()
+        self.writing_slowly.set()
+        if self.lands_after is not None:
+            assert self.lands_after.wait(timeout=30), "the other driver never took the lease"
+        time.sleep(max(0.0, self.write_s - (time.monotonic() - began)))
+        self.write_s = 0.0
+        with self.gate.lock:
+            super().write(holder)
+            self.gate.landed = True
+
+
+class LateWriteGate:
+    """Between one driver's late write landing and that driver withdrawing it, the other
+    driver's heartbeat does not write. Without it, a heartbeat that read its own lease just
+    before the late write landed writes it back just after, so the late driver finds nothing of
+    its own to clear: a right outcome, but not the one the test is about, and a busy machine
+    makes it likely (it failed one run in a suite run 4 tests at a time on 2 cores)."""
+
+    def __init__(self) -> None:
+        self.lock, self.landed, self.withdrawn = threading.Lock(), False, threading.Event()
+
+    def write(self, place: TrackingLease, holder: Holder) -> None:
+        while True:
+            with self.lock:
+                if not self.landed or self.withdrawn.is_set():
+                    TrackingLease.write(place, holder)
+                    return
+            # held back until the late driver withdraws; a driver that never does (the clear
+            # removed from the lease) gets its write through after 10 s, and the test fails
+            if not self.withdrawn.wait(timeout=10):
+                TrackingLease.write(place, holder)
+                return
+
+
+class HeldBack(TrackingLease):
+    """The shared store, as the other driver sees it: its writes pass ``gate``."""
+
+    def __init__(self, uri, make, gate: LateWriteGate) -> None:
+        super().__init__(uri, "leased", make)
+        self.gate = gate
+
+    def write(self, holder: Holder) -> None:
+        self.gate.write(self, holder)
 
 
 def race(workdir: Path, slow: dict) -> dict:
@@ -192,7 +233,7 @@ def race(workdir: Path, slow: dict) -> dict:
     outcome["a's place"] = slow_place = Slow(uri, make, **slow, lands_after=lands_after)
     drivers = [
         threading.Thread(target=drive, args=("a", slow_place)),
-        threading.Thread(target=drive, args=("b", TrackingLease(uri, "leased", make))),
+        threading.Thread(target=drive, args=("b", HeldBack(uri, make, slow_place.gate))),
     ]
     drivers[0].start()
     if lands_after is not None:
