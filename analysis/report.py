@@ -26,6 +26,7 @@ import numbers
 import re
 import shutil
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -154,12 +155,13 @@ def _card_html(markdown: str) -> str:
     return re.sub(r"<(/?)h2>", r"<\1h3>", body)
 
 
-def _figure_html(name: str, png: Path, svg: Path) -> str:
-    """One figure: the image (alt text: what it plots against what), its title and caption."""
+def _figure_html(name: str, data_uri: str) -> str:
+    """One figure: the image (``data_uri``, alt text: what it plots against what), its title and
+    caption."""
     from analysis.plots import caption, title
 
     return (
-        f'<figure id="figure-{html.escape(name)}"><img src="{_figure_data_uri(png, svg)}" '
+        f'<figure id="figure-{html.escape(name)}"><img src="{data_uri}" '
         f'alt="{html.escape(title(name))}"><figcaption><b>{html.escape(title(name))}.</b> '
         f"{html.escape(caption(name))} <small>(figures/{html.escape(name)}.png, .svg)</small>"
         "</figcaption></figure>"
@@ -424,7 +426,7 @@ def write_report(
     (the columns of :data:`analysis.evidence.SOURCE_RETURN_COLUMNS`), for the evidence card's
     numbers; a panel without a table still makes the card's section say what was shown."""
     from analysis.evidence import evidence_card
-    from analysis.plots import all_figures, save_figures
+    from analysis.plots import all_figures, save_figures, usable_cores
 
     out = Path(out_dir)
     figures_dir = out / "figures"
@@ -432,38 +434,42 @@ def write_report(
     surfaces = {r: f.surface for r, f in analysis.fits.items()  # a flat one has no optimum
                 if f.surface is not None and f.surface.optimum is not None}  # fmt: skip
     written: dict[str, Path] = {}
-    blocks: dict[str, str] = {}
     unnamed = frozenset(
         r for r, f in analysis.fits.items() if f.findings is not None and not f.findings.beats_mean
     )
     figures = all_figures(analysis.results, history=history, surfaces=surfaces, no_optimum=unnamed)
-    for name, (png, svg) in save_figures(figures, figures_dir).items():
-        written[f"figure:{name}"] = png
-        blocks[name] = _figure_html(name, png, svg)
-    no_contours = [r for r in surfaces if r in unnamed and sum(
-        surfaces[r].coding[f].kind == "numeric" for f in surfaces[r].factors) >= 2]  # fmt: skip
-    shown, missing = {}, {}
-    for i, (label, png) in enumerate((panels or {}).items(), start=1):
-        if not Path(png).is_file():
-            missing[label] = Path(png)
-            continue
-        copy = out / "source_return" / f"{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', label)}.png"
-        copy.parent.mkdir(exist_ok=True)
-        shutil.copyfile(png, copy)
-        shown[label] = written[f"source_return:{label}"] = copy
-    examples = {label: None for label in shown} | dict(source_return or {})
-    card = evidence_card(analysis.results, source_return=examples or None)
-    (out / "evidence.md").write_text(card.to_markdown())
-    (out / "evidence.json").write_text(json.dumps(card.to_json(), indent=1, default=str))
-    summary = analysis.to_json()
-    (out / "report.json").write_text(json.dumps(summary, indent=1, default=str))
-    top = analysis.headline
-    returned = (
-        f'<h2 id="source-return">Source return</h2>{_source_return_html(shown, missing)}'
-        if panels
-        else ""
-    )
-    panel_anchors = {label: f"source-return-{i}" for i, label in enumerate(shown, start=1)}
+    saved = save_figures(figures, figures_dir)
+    written |= {f"figure:{name}": png for name, (png, _) in saved.items()}
+    # the embeddings (a palette PNG each: seconds for a study's figures) are made in threads,
+    # as Pillow works without the GIL, while this thread writes the card and the JSON
+    cores = max(1, min(len(saved), usable_cores()))
+    with ThreadPoolExecutor(cores, "report-embed") as embedding:
+        uris = {n: embedding.submit(_figure_data_uri, png, svg) for n, (png, svg) in saved.items()}
+        no_contours = [r for r in surfaces if r in unnamed and sum(
+            surfaces[r].coding[f].kind == "numeric" for f in surfaces[r].factors) >= 2]  # fmt: skip
+        shown, missing = {}, {}
+        for i, (label, png) in enumerate((panels or {}).items(), start=1):
+            if not Path(png).is_file():
+                missing[label] = Path(png)
+                continue
+            copy = out / "source_return" / f"{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', label)}.png"
+            copy.parent.mkdir(exist_ok=True)
+            shutil.copyfile(png, copy)
+            shown[label] = written[f"source_return:{label}"] = copy
+        examples = {label: None for label in shown} | dict(source_return or {})
+        card = evidence_card(analysis.results, source_return=examples or None)
+        (out / "evidence.md").write_text(card.to_markdown())
+        (out / "evidence.json").write_text(json.dumps(card.to_json(), indent=1, default=str))
+        summary = analysis.to_json()
+        (out / "report.json").write_text(json.dumps(summary, indent=1, default=str))
+        top = analysis.headline
+        returned = (
+            f'<h2 id="source-return">Source return</h2>{_source_return_html(shown, missing)}'
+            if panels
+            else ""
+        )
+        panel_anchors = {label: f"source-return-{i}" for i, label in enumerate(shown, start=1)}
+        blocks = {name: _figure_html(name, uri.result()) for name, uri in uris.items()}
     fits = _scrolling_tables("".join(_fit_html(f) for f in analysis.fits.values()))
     marker = "<!-- contents -->"
     body = _with_contents(

@@ -13,7 +13,9 @@ build included). Outside time is the study's wall time × concurrency minus tria
 ``--toy`` a line through (trials, outside time) of the 3- and 9-trial studies gives the per-trial
 overhead (slope) and the study's fixed cost (intercept; Ray start and stop, the MLflow store, the
 export and the report). Trial efficiency is trial time / (study wall × concurrency). Logging
-time is what the driver spent writing metrics, tags and statuses to MLflow.
+time is what the driver spent writing metrics, tags and statuses to MLflow. The tail is the
+time from the last trial's end to the study's: the export, the report and the parent's summary
+(Ray stops beside them).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def one_run(concurrency: int, spec: dict | None = None) -> dict[str, float]:
         "trial_s": outcome.trial_s,
         "outside_s": outside,
         "logging_s": outcome.logging_s,
+        "tail_s": outcome.tail_s,
         "overhead_per_trial_s": outside / trials,
         "efficiency": outcome.trial_s / (outcome.wall_s * concurrency),
         "logging_share": outcome.logging_s / outcome.trial_s,
@@ -83,8 +86,8 @@ def one_run(concurrency: int, spec: dict | None = None) -> dict[str, float]:
 
 HEADER = (
     "| study | trials | concurrency | wall s | Σ trial wall s | outside s | outside per trial s "
-    "| trial efficiency | MLflow logging s | logging share of trial time |\n"
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "| trial efficiency | MLflow logging s | logging share of trial time | tail s |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -92,7 +95,7 @@ def row(name: str, r: dict[str, float]) -> str:
     return (
         f"| {name} | {r['trials']} | {r['concurrency']} | {r['wall_s']:.1f} | {r['trial_s']:.1f} "
         f"| {r['outside_s']:.1f} | {r['overhead_per_trial_s']:.2f} | {r['efficiency']:.2f} "
-        f"| {r['logging_s']:.2f} | {100 * r['logging_share']:.2f}% |"
+        f"| {r['logging_s']:.2f} | {100 * r['logging_share']:.2f}% | {r['tail_s']:.1f} |"
     )
 
 

@@ -224,8 +224,8 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
                 "to start afresh, or give the study another name"
             )
         if study_runs(client, eid, PARENT):
-            if spec is not None:
-                StudyRecord(uri, study).check_spec(spec)
+            if spec is not None:  # read as the rest is: no MLflow unless the file changed
+                StudyRecord.existing(uri, study, read_only=True).check_spec(spec)
             return True
         deleted = client.search_runs(
             [eid], filter_string=f"tags.`{ROLE_TAG}` = '{PARENT}'",

@@ -107,6 +107,7 @@ class StudyOutcome:
     wall_s: float
     logging_s: float
     trial_s: float
+    tail_s: float = 0.0  # from the last trial's end to the study's: export, report, summary
 
     @property
     def ok(self) -> bool:
@@ -723,6 +724,7 @@ def run_study(
                     max_concurrent=max_concurrent, quiet=quiet, tracking_uri=tracking_uri,
                     rerun=rerun,
                 )  # fmt: skip
+                tail_from = time.perf_counter()
                 # Ray shuts down beside while the results are exported and the report drawn,
                 # here in the main thread, where an interrupt stops them at once
                 stopping = threading.Thread(target=ray_here.stop, name="study-ray-stop")
@@ -743,7 +745,7 @@ def run_study(
             raise StudyInterruptedError(_interrupted(spec, rerun, bool(opened)))
     outcome = StudyOutcome(
         spec.study, tracking_uri, parent_id, results, counts, schedule.remaining,
-        time.perf_counter() - t0, record.logging_s, trial_s,
+        time.perf_counter() - t0, record.logging_s, trial_s, time.perf_counter() - tail_from,
     )  # fmt: skip
     if not quiet:
         _print_ending(outcome, findings, study.uri_of(REPORT_DIR, "report.html"), record, spec)

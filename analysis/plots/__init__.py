@@ -15,7 +15,14 @@ interactive backend. Each figure module's ``CAPTION`` tells a reader what to loo
 ``caption(name)`` fills it in for a name ``all_figures`` gives.
 """
 
-from analysis.plots._all import all_figures, caption, save_figure, save_figures, title
+from analysis.plots._all import (
+    all_figures,
+    caption,
+    save_figure,
+    save_figures,
+    title,
+    usable_cores,
+)
 from analysis.plots._class_spread import class_spread, class_spread_table
 from analysis.plots._interactions import interaction_table, interactions
 from analysis.plots._main_effects import main_effect_table, main_effects
@@ -54,4 +61,5 @@ __all__ = [
     "title",
     "trajectories",
     "trajectory_table",
+    "usable_cores",
 ]

@@ -149,8 +149,7 @@ def save_figures(
     would take longer than :data:`POOL_AFTER_S`, each of the other cores gets a drawing process
     and a share of the figures, smaller than this process's by what starting it costs
     (:data:`PROCESS_START_S`), and this process draws its own share meanwhile. ``processes``
-    defaults to the cores this process may use (its CPU affinity, capped by ``OMP_NUM_THREADS``
-    when set, as a test worker or a batch job sets it); 1 draws everything here."""
+    defaults to :func:`usable_cores`; 1 draws everything here."""
     names = list(figures)
     if not names:
         return {}
@@ -159,7 +158,7 @@ def save_figures(
     done = {names[0]: save_figure(figures[names[0]], out, names[0])}
     each_s = time.perf_counter() - started
     rest = names[1:]
-    cores = min(len(rest), processes or _usable_cores())
+    cores = min(len(rest), processes or usable_cores())
     elsewhere: list[str] = []
     if cores >= 2 and each_s * len(rest) > POOL_AFTER_S:
         per_process = max(0, int((len(rest) * each_s - PROCESS_START_S) / (cores * each_s)))
@@ -173,7 +172,9 @@ def save_figures(
     return {name: done[name] for name in names}
 
 
-def _usable_cores() -> int:
+def usable_cores() -> int:
+    """The cores this process may use: its CPU affinity, capped by ``OMP_NUM_THREADS`` when set
+    (as a test worker or a batch job sets it)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     omp = os.environ.get("OMP_NUM_THREADS", "")
     return min(cores or 1, int(omp)) if omp.isdigit() and int(omp) > 0 else cores or 1

@@ -45,7 +45,11 @@ def test_study_benchmark_smoke(ray_tmp):
     """Both tables, on toy studies: the line through 2 and 4 trials, and concurrency 1 and 2."""
     out = run(sys.executable, "benchmarks/study.py", "--smoke")
     assert "| toy-2 | 2 | 1 |" in out and "| toy-4 | 4 | 1 |" in out and "| toy-2 | 2 | 2 |" in out
-    assert "| outside per trial s | trial efficiency |" in out
+    assert "| outside per trial s | trial efficiency |" in out and "| tail s |" in out
+    for line in (x for x in out.splitlines() if x.startswith("| toy-")):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        wall, tail = float(cells[3]), float(cells[-1])
+        assert 0 < tail < wall, line  # the export and the report take time, within the study's
     assert "per-trial overhead (slope of outside time on trials): " in out
     assert "fixed cost per study (intercept): " in out
     assert "trial efficiency at concurrency 1: " in out and "speed-up at concurrency 2" in out
@@ -60,5 +64,5 @@ def test_analysis_benchmark_smoke():
 
 def test_commands_benchmark_smoke():
     out = run(sys.executable, "benchmarks/commands.py", "--smoke")
-    for command in ("--help", "plan", "list", "status", "export", "power"):
+    for command in ("--help", "plan", "list", "status", "export", "power", "augment"):
         assert f"| study {command}" in out, out
