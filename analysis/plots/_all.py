@@ -139,37 +139,55 @@ POOL_AFTER_S = 3.0  # drawing left beyond which a drawing process pays for its s
 PROCESS_START_S = 2.0  # a drawing process's start: the interpreter, matplotlib, the plots
 
 
+def drawing_weight(fig: Figure) -> int:
+    """A figure's drawing time in relative units: laying out and rendering each panel is most
+    of it (a 10-panel shift figure takes about 1.5 s, a 2-panel plane 0.6 s), plus a share for
+    the figure itself (its canvas, its text)."""
+    return len(fig.axes) + 2
+
+
 def save_figures(
     figures: dict[str, Figure], out_dir: str | Path, processes: int | None = None
 ) -> dict[str, list[Path]]:
     """Write every figure as :func:`save_figure` does; returns name -> its two paths, in order.
 
     The figures are drawn in parallel when the cores allow and the drawing left is long enough
-    to pay for starting processes: the first figure is drawn here and timed; when the rest
-    would take longer than :data:`POOL_AFTER_S`, each of the other cores gets a drawing process
-    and a share of the figures, smaller than this process's by what starting it costs
-    (:data:`PROCESS_START_S`), and this process draws its own share meanwhile. ``processes``
-    defaults to :func:`usable_cores`; 1 draws everything here."""
+    to pay for starting processes: the first figure is drawn here and timed, which gives the
+    time of every other by its :func:`drawing_weight`; when the rest would take longer than
+    :data:`POOL_AFTER_S`, they are dealt longest first, each to the core that would finish
+    soonest: this process, or a drawing process (one per other core) whose start costs
+    :data:`PROCESS_START_S`. A core dealt nothing starts no process. ``processes`` defaults to
+    :func:`usable_cores`; 1 draws everything here."""
     names = list(figures)
     if not names:
         return {}
     out = Path(out_dir)
     started = time.perf_counter()
     done = {names[0]: save_figure(figures[names[0]], out, names[0])}
-    each_s = time.perf_counter() - started
-    rest = names[1:]
+    unit_s = (time.perf_counter() - started) / drawing_weight(figures[names[0]])
+    rest = {name: unit_s * drawing_weight(figures[name]) for name in names[1:]}
     cores = min(len(rest), processes or usable_cores())
-    elsewhere: list[str] = []
-    if cores >= 2 and each_s * len(rest) > POOL_AFTER_S:
-        per_process = max(0, int((len(rest) * each_s - PROCESS_START_S) / (cores * each_s)))
-        elsewhere = rest[len(rest) - per_process * (cores - 1) :]
-    with _DrawingProcesses({n: figures[n] for n in elsewhere}, out, cores - 1) as drawing:
-        for name in rest:
-            if name not in elsewhere:
-                done[name] = save_figure(figures[name], out, name)
-    for name in elsewhere:  # drawn here after all: it would not pickle, or its process failed
+    pooled = cores >= 2 and sum(rest.values()) > POOL_AFTER_S
+    here, *elsewhere = _dealt(rest, cores) if pooled else [list(rest)]
+    with _DrawingProcesses(figures, out, elsewhere) as drawing:
+        for name in here:
+            done[name] = save_figure(figures[name], out, name)
+    for name in (n for share in elsewhere for n in share):
+        # drawn here after all: it would not pickle, or its process failed
         done[name] = drawing.drawn.get(name) or save_figure(figures[name], out, name)
     return {name: done[name] for name in names}
+
+
+def _dealt(seconds: dict[str, float], cores: int) -> list[list[str]]:
+    """The figures dealt longest first, each to the core that would finish it soonest: this
+    process (share 0, free now) or a drawing process (free once started)."""
+    loads = [0.0] + [PROCESS_START_S] * (cores - 1)
+    shares: list[list[str]] = [[] for _ in range(cores)]
+    for name in sorted(seconds, key=seconds.get, reverse=True):
+        core = min(range(cores), key=loads.__getitem__)
+        loads[core] += seconds[name]
+        shares[core].append(name)
+    return shares
 
 
 def usable_cores() -> int:
@@ -187,8 +205,10 @@ class _DrawingProcesses:
     in each child (a notebook's cells, or a script without a ``__main__`` guard that runs a
     study), and a fork would copy the caller's threads mid-lock."""
 
-    def __init__(self, figures: dict[str, Figure], out_dir: Path, processes: int) -> None:
-        self.figures, self.out_dir, self.processes = figures, out_dir, max(1, processes)
+    def __init__(self, figures: dict[str, Figure], out_dir: Path, shares: list[list[str]]) -> None:
+        """``shares``: the names of ``figures`` each process draws, a process per share that
+        has any."""
+        self.figures, self.out_dir, self.shares = figures, out_dir, shares
         self.drawn: dict[str, list[Path]] = {}
         self._procs: list = []
 
@@ -197,16 +217,18 @@ class _DrawingProcesses:
         import sys
         import tempfile
 
-        if not self.figures:
+        if not any(self.shares):
             return self
         self._tmp = tempfile.TemporaryDirectory(prefix="figures-")
-        shares: list[list[str]] = [[] for _ in range(self.processes)]
-        for i, (name, fig) in enumerate(self.figures.items()):
-            try:
-                (Path(self._tmp.name) / f"{name}.pickle").write_bytes(pickle.dumps(fig))
-            except Exception:  # drawn by the caller instead
-                continue
-            shares[i % self.processes].append(name)
+        shares: list[list[str]] = [[] for _ in self.shares]
+        for share, names in zip(shares, self.shares, strict=True):
+            for name in names:
+                try:
+                    pickled = pickle.dumps(self.figures[name])
+                except Exception:  # drawn by the caller instead
+                    continue
+                (Path(self._tmp.name) / f"{name}.pickle").write_bytes(pickled)
+                share.append(name)
         package_root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             filter(None, [package_root, os.environ.get("PYTHONPATH")]))}  # fmt: skip
@@ -220,7 +242,7 @@ class _DrawingProcesses:
             proc.communicate()
             if proc.returncode == 0:
                 self.drawn |= {n: figure_paths(self.out_dir, n) for n in share}
-        if self.figures:
+        if any(self.shares):
             self._tmp.cleanup()
 
 

@@ -32,6 +32,7 @@ from analysis.plots import (
     class_spread,
     class_spread_table,
     contour_grid,
+    drawing_weight,
     interaction_table,
     interactions,
     main_effect_table,
@@ -653,11 +654,32 @@ def test_figures_drawn_in_processes_are_the_figures_drawn_here(tmp_path, monkeyp
         assert [p.name for p in saved[name]] == [p.name for p in here]
         assert saved[name][0].read_bytes() == here[0].read_bytes()
         assert saved[name][1].read_bytes()[:5] == b"<?xml"
-    with plots_all._DrawingProcesses(chosen, tmp_path / "there", 2) as drawing:
+    shares = [["plane_z", "trajectories_z"], ["main_effects", "interactions"]]
+    with plots_all._DrawingProcesses(chosen, tmp_path / "there", shares) as drawing:
         pass
     assert set(drawing.drawn) == {"plane_z", "trajectories_z", "main_effects"}
     for name in drawing.drawn:
         assert (tmp_path / "there" / f"{name}.png").read_bytes() == saved[name][0].read_bytes()
+
+
+def test_figures_are_dealt_longest_first_to_the_core_that_finishes_soonest(monkeypatch):
+    """By hand, with a drawing process's start of 2 s: 3 s to this process (free now), 2 s to
+    the process (free at 2 s), 2 s here (3 < 4), 1 s there (4 < 5): both end at 5 s. Figures
+    that end sooner here than a process can start start none."""
+    import analysis.plots._all as plots_all
+
+    monkeypatch.setattr(plots_all, "PROCESS_START_S", 2.0)
+    dealt = plots_all._dealt({"d": 1.0, "a": 3.0, "b": 2.0, "c": 2.0}, cores=2)
+    assert dealt == [["a", "c"], ["b", "d"]]
+    assert plots_all._dealt({"a": 1.0, "b": 1.0}, cores=2) == [["a", "b"], []]
+    assert plots_all._dealt({"a": 5.0, "b": 1.0, "c": 1.0}, cores=3) == [["a"], ["b"], ["c"]]
+
+
+def test_a_figure_weighs_its_panels():
+    """Two panels weigh more than one, by one panel's weight; every figure weighs something."""
+    figures = all_figures(add_shift(default_frame()), default_history())
+    assert drawing_weight(figures["plane_z"]) == drawing_weight(figures["trajectories_z"]) + 1
+    assert min(drawing_weight(fig) for fig in figures.values()) >= 3
 
 
 def _smallest_text_px(fig: Figure, width_px: float = 400) -> tuple[float, str]:
