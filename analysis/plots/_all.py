@@ -1,5 +1,5 @@
-"""Every figure that applies to a study, by file name; writing a figure; a figure's title and
-caption."""
+"""Every figure that applies to a study, by file name; writing them all, in parallel where the
+cores allow (one figure is written by :mod:`analysis.plots._save`); a figure's title and caption."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -21,6 +20,7 @@ from analysis.plots import (
     _phase_diagram,
     _plane,
     _probe_vs_temperature,
+    _save,
     _shift,
     _surface_contours,
     _trajectories,
@@ -41,6 +41,7 @@ from analysis.plots._main_effects import main_effects
 from analysis.plots._phase_diagram import _PHASE_METRICS, phase_diagram
 from analysis.plots._plane import plane
 from analysis.plots._probe_vs_temperature import probe_vs_temperature
+from analysis.plots._save import figure_paths, save_figure
 from analysis.plots._shift import shift, shift_families
 from analysis.plots._surface_contours import _split_contours_name, surface_contours
 from analysis.plots._trajectories import trajectories
@@ -114,29 +115,11 @@ def title(name: str) -> str:
     return name
 
 
-def figure_paths(out_dir: Path, name: str) -> list[Path]:
-    """Where :func:`save_figure` writes figure ``name``: its PNG, then its SVG."""
-    return [out_dir / f"{name}.png", out_dir / f"{name}.svg"]
-
-
-def save_figure(fig: Figure, out_dir: str | Path, name: str) -> list[Path]:
-    """Write ``name.png`` (120 dpi) and ``name.svg`` (its text as text: searchable, light, set
-    in the reader's sans-serif when DejaVu Sans is missing) under ``out_dir``; returns both
-    paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = figure_paths(out, name)
-    fig.savefig(paths[0], dpi=120)
-    # the layout the PNG's drawing settled on is kept for the SVG: laying out every label again
-    # (constrained layout measures every text) was a third of drawing a figure twice
-    fig.set_layout_engine("none")
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
-        fig.savefig(paths[1], metadata={"Date": None})
-    return paths
-
-
 POOL_AFTER_S = 3.0  # drawing left beyond which a drawing process pays for its start
-PROCESS_START_S = 2.0  # a drawing process's start: the interpreter, matplotlib, the plots
+# a drawing process's start: the interpreter and matplotlib (0.8 s), then its first figures,
+# slower than this process's (its font and text caches are cold); of 1, 2, 2.5 and 3 s, 3 wrote the
+# default study's 20 figures soonest and most evenly (5.2-5.4 s, 3 runs each)
+PROCESS_START_S = 3.0
 
 
 def drawing_weight(fig: Figure) -> int:
@@ -232,7 +215,9 @@ class _DrawingProcesses:
         package_root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             filter(None, [package_root, os.environ.get("PYTHONPATH")]))}  # fmt: skip
-        command = [sys.executable, "-m", "analysis.plots._all", self._tmp.name, str(self.out_dir)]
+        # the writing module as a script (-P: its folder stays off the path), so a drawing process
+        # imports matplotlib and what the figures hold, not the figure package and its analysis
+        command = [sys.executable, "-P", _save.__file__, self._tmp.name, str(self.out_dir)]
         quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
         self._procs = [(s, subprocess.Popen([*command, *s], **quiet)) for s in shares if s]
         return self
@@ -244,12 +229,6 @@ class _DrawingProcesses:
                 self.drawn |= {n: figure_paths(self.out_dir, n) for n in share}
         if any(self.shares):
             self._tmp.cleanup()
-
-
-def _draw_pickled(tmp: str, out_dir: str, names: list[str]) -> None:
-    """A drawing process's work: save each pickled figure of ``tmp`` under ``out_dir``."""
-    for name in names:
-        save_figure(pickle.loads((Path(tmp) / f"{name}.pickle").read_bytes()), out_dir, name)
 
 
 def all_figures(
@@ -342,9 +321,3 @@ def _contour_figures(surfaces: dict[str, Any], no_optimum: frozenset[str]) -> di
             key = f"contours_{_slug(name)}_{_slug(numeric[0])}_{_slug(numeric[1])}"
             figures[key] = surface_contours(surface, numeric[0], numeric[1])
     return figures
-
-
-if __name__ == "__main__":  # a drawing process of _DrawingProcesses
-    import sys
-
-    _draw_pickled(sys.argv[1], sys.argv[2], sys.argv[3:])
