@@ -46,11 +46,14 @@ LEASE_TAG = "study.driver"
 TAKEOVER_TAG = "study.driver_takeover"
 
 
-def study_lease(study: Storage, tracking_uri: str, name: str, make_record) -> DriverLease:
+def study_lease(
+    study: Storage, tracking_uri: str, name: str, make_record, meanwhile=None
+) -> DriverLease:
     """The lease of study ``name``, held in its storage ``study`` and in the tracking store
-    (``make_record()`` makes the study's record, its experiment, when the lease is taken)."""
+    (``make_record()`` makes the study's record, its experiment, when the lease is taken);
+    ``meanwhile()`` is done while the lease settles (see :class:`DriverLease`)."""
     places = [StorageLease(study), TrackingLease(tracking_uri, name, make_record)]
-    return DriverLease(name, places)
+    return DriverLease(name, places, meanwhile)
 
 
 def heartbeat_s() -> float:
@@ -188,8 +191,11 @@ class DriverLease:
     SETTLE_S = 1.0
     ROUNDS = 3  # tries, each after a round whose writes took longer than SETTLE_S
 
-    def __init__(self, study: str, places: list) -> None:
-        self.study, self.places = study, places
+    def __init__(self, study: str, places: list, meanwhile=None) -> None:
+        """``meanwhile``: work for the driver's own later use, done while the lease settles
+        instead of sleeping (the wait lasts at least SETTLE_S all the same); whatever it raises
+        is left for that later use to meet."""
+        self.study, self.places, self.meanwhile = study, places, meanwhile
         self.me = Holder(secrets.token_hex(8), socket.gethostname(), os.getpid(), time.time(),
                          time.time())  # fmt: skip
         self._stop = threading.Event()
@@ -215,7 +221,11 @@ class DriverLease:
                 "know that no other driver took it meanwhile. Nothing was run or recorded by "
                 "this driver; run the study again"
             )
-        time.sleep(self.SETTLE_S)
+        settling = time.monotonic()
+        if self.meanwhile is not None:
+            with contextlib.suppress(Exception):
+                self.meanwhile()
+        time.sleep(max(0.0, self.SETTLE_S - (time.monotonic() - settling)))
         for place in self.places:
             holder = place.read()
             if holder is not None and holder.token != self.me.token:

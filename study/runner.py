@@ -705,7 +705,7 @@ def run_study(
     def make_record() -> StudyRecord:
         return StudyRecord(tracking_uri, spec.study, artifacts)
 
-    with study_lease(study, tracking_uri, spec.study, make_record):
+    with study_lease(study, tracking_uri, spec.study, make_record, _load_report_modules):
         opened: list[tuple[StudyRecord, str]] = []  # the record and parent, once open
         interrupted = False
         try:
@@ -830,14 +830,20 @@ def end_runs(record: StudyRecord, parent_id: str, status: str, tries: int = 3) -
 def _open_record(
     tracking_uri: str, spec: StudySpec, design, source_text: str, artifacts: Path | None
 ) -> tuple[StudyRecord, str]:
-    """The study's record, with runs a dead driver left RUNNING ended and the parent started;
-    then the report's modules are loaded (matplotlib, the analysis), while Ray starts."""
+    """The study's record, with runs a dead driver left RUNNING ended and the parent started,
+    while Ray starts."""
     record = StudyRecord(tracking_uri, spec.study, artifacts)
     record.end_orphans()
     parent_id = record.start_parent(spec, design, source_text)
-    import study.reporting  # noqa: F401
-
+    _load_report_modules()  # a no-op: loaded while the lease settled
     return record, parent_id
+
+
+def _load_report_modules() -> None:
+    """The report's modules (matplotlib, the analysis: a second or two of CPU), loaded while the
+    driver's lease settles, a second the driver would otherwise sleep, rather than later beside
+    Ray's start, where they would take CPU from Ray and from the first trial's worker."""
+    import study.reporting  # noqa: F401
 
 
 def _export_and_report(

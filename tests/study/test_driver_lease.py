@@ -136,6 +136,41 @@ def test_of_two_drivers_writing_at_once_the_one_overwritten_is_refused(workdir):
     assert StorageLease(study).read().token == "rival"  # the other one holds it
 
 
+class Logged(StorageLease):
+    """A place that logs what is done to it in ``log``."""
+
+    def __init__(self, study, log: list) -> None:
+        super().__init__(study)
+        self.log = log
+
+    def read(self):
+        self.log.append("read")
+        return super().read()
+
+    def write(self, holder: Holder) -> None:
+        self.log.append("write")
+        super().write(holder)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_drivers_own_work_is_done_while_the_lease_settles(workdir, fails):
+    """Between writing the lease and reading it back, the driver does ``meanwhile`` (it loads
+    the report's modules there); a failure there is left to the later use, the lease is taken."""
+    _, study, _ = places(workdir)
+    log: list[str] = []
+
+    def meanwhile() -> None:
+        log.append("meanwhile")
+        if fails:
+            raise ImportError("no such module")
+
+    with DriverLease("leased", [Logged(study, log)], meanwhile) as held:
+        assert StorageLease(study).read().token == held.me.token
+    settled = log.index("meanwhile")  # after the write, before the read back; once
+    assert log[settled - 1 : settled + 2] == ["write", "meanwhile", "read"]
+    assert log.count("meanwhile") == 1
+
+
 class Slow(TrackingLease):
     """The shared store, as one driver sees it: creating the study's record (importing MLflow,
     creating the store) or writing the lease into it takes ``create_s`` or ``write_s`` seconds,
