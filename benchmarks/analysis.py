@@ -69,6 +69,13 @@ def build_store(folder: Path, plans) -> str:
                                    "augmentation": {"levels": ["crop"]}}})  # fmt: skip
     record = StudyRecord(uri, "bench", folder / "artifacts")
     parent = record.start_parent(spec, DesignTable(spec, ()), "")
+    record_finished(record, parent, spec, plans)
+    return uri
+
+
+def record_finished(record: StudyRecord, parent: str, spec, plans) -> None:
+    """Each (plan, values) of ``plans`` a FINISHED child run of ``parent``, as a study records
+    it: four evaluations of ``values``, then the trial's summary."""
     existing: dict = {}
     for plan, values in plans:
         run_id = record.ensure_trial_run(plan, parent, spec.sha, existing)
@@ -78,7 +85,6 @@ def build_store(folder: Path, plans) -> str:
         record.finish_trial(run_id, {"status": "finished", "wall_s": 10.0,
                                      "examples_seen": plan.config.examples_seen,
                                      "steps": plan.config.steps})  # fmt: skip
-    return uri
 
 
 def main() -> None:

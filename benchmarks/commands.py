@@ -45,7 +45,7 @@ FACTORIAL = {
 
 def finished_factorial(folder: Path, uri: str) -> Path:
     """FACTORIAL's study file in ``folder``, and every trial of it FINISHED in ``uri``, recorded
-    through ``StudyRecord`` as a study records them (synthetic numbers): what ``augment`` reads."""
+    as ``benchmarks/analysis.py`` records its trials (synthetic numbers): what ``augment`` reads."""
     import yaml
 
     from search_spaces.designs import build_design
@@ -58,14 +58,8 @@ def finished_factorial(folder: Path, uri: str) -> Path:
     design = build_design(spec)
     record = StudyRecord(uri, spec.study, folder / "artifacts")
     parent = record.start_parent(spec, design, path.read_text())
-    existing: dict = {}
-    for i, plan in enumerate(design.trials):
-        run_id = record.ensure_trial_run(plan, parent, spec.sha, existing)
-        step = plan.config.examples_seen
-        metrics = {"z/align": 0.3 + 0.01 * i, "train/examples_seen": step}
-        record.log_evaluation(run_id, metrics, step)
-        record.finish_trial(run_id, {"status": "finished", "wall_s": 1.0, "examples_seen": step,
-                                     "steps": plan.config.steps})  # fmt: skip
+    plans = [(plan, {"z/align": 0.3 + 0.01 * i}) for i, plan in enumerate(design.trials)]
+    _analysis_benchmark().record_finished(record, parent, spec, plans)
     record.finish_parent(parent, ok=True)
     return path
 

@@ -107,7 +107,7 @@ class StudyOutcome:
     wall_s: float
     logging_s: float
     trial_s: float
-    tail_s: float = 0.0  # from the last trial's end to the study's: export, report, summary
+    tail_s: float  # from the last trial's end to the study's: export, report, summary
 
     @property
     def ok(self) -> bool:
@@ -835,14 +835,14 @@ def _open_record(
     record = StudyRecord(tracking_uri, spec.study, artifacts)
     record.end_orphans()
     parent_id = record.start_parent(spec, design, source_text)
-    _load_report_modules()  # a no-op: loaded while the lease settled
     return record, parent_id
 
 
 def _load_report_modules() -> None:
     """The report's modules (matplotlib, the analysis: a second or two of CPU), loaded while the
     driver's lease settles, a second the driver would otherwise sleep, rather than later beside
-    Ray's start, where they would take CPU from Ray and from the first trial's worker."""
+    Ray's start, where they would take CPU from Ray and from the first trial's worker. Should
+    this fail, the report's own import fails the same way, and ``_report`` says so."""
     import study.reporting  # noqa: F401
 
 

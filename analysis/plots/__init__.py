@@ -18,7 +18,6 @@ interactive backend. Each figure module's ``CAPTION`` tells a reader what to loo
 from analysis.plots._all import (
     all_figures,
     caption,
-    drawing_weight,
     save_figure,
     save_figures,
     title,
@@ -43,7 +42,6 @@ __all__ = [
     "class_spread",
     "class_spread_table",
     "contour_grid",
-    "drawing_weight",
     "interaction_table",
     "interactions",
     "main_effect_table",

@@ -32,7 +32,6 @@ from analysis.plots import (
     class_spread,
     class_spread_table,
     contour_grid,
-    drawing_weight,
     interaction_table,
     interactions,
     main_effect_table,
@@ -677,6 +676,8 @@ def test_figures_are_dealt_longest_first_to_the_core_that_finishes_soonest(monke
 
 def test_a_figure_weighs_its_panels():
     """Two panels weigh more than one, by one panel's weight; every figure weighs something."""
+    from analysis.plots._all import drawing_weight
+
     figures = all_figures(add_shift(default_frame()), default_history())
     assert drawing_weight(figures["plane_z"]) == drawing_weight(figures["trajectories_z"]) + 1
     assert min(drawing_weight(fig) for fig in figures.values()) >= 3

@@ -92,3 +92,22 @@ def test_status_list_and_plan_read_an_embedded_store_without_importing_mlflow(wo
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert done.stdout.split() == ["0", "False", "False"], done.stderr[-2000:]
+
+
+def test_a_recorded_study_file_is_checked_against_the_record_without_importing_mlflow(workdir):
+    """check_store compares a study file with the one the study first ran (study run's
+    preflight, study augment): it reads through analysis.sqlite_reader, and MLflow is only
+    imported to show the difference of a file that changed."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    uri = store_with(workdir, "default-digits")
+    code = ("import sys; from search_spaces.spec import load_spec; "
+            "from study.record import check_store; "
+            "spec = load_spec(None).model_copy(update={'study': 'default-digits'}); "
+            f"print(check_store({uri!r}, 'default-digits', spec), "
+            "'mlflow' in sys.modules)")  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "False"], done.stderr[-2000:]
