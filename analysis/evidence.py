@@ -1221,7 +1221,7 @@ def _gate_worked_example(df: pd.DataFrame, attrs: dict) -> Verdict:
     if result is None:
         return NOT_MEASURED, "attrs['checks'] has no info_nce_worked_example result"
     if str(result) == "pass":
-        return "pass", "info_nce_worked_example self-check passed when the study started"
+        return "pass", "info_nce_worked_example self-check passed in the study's trials"
     return "fail", f"info_nce_worked_example: {result}"
 
 

@@ -49,11 +49,10 @@ from analysis.store import default_store, store_exists, store_problem, unknown_s
 from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
 from search_spaces.sequential import parent_run_name
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
-from study import EVIDENCE_KEY
+from study import CHECKS_KEY, EVIDENCE_KEY
 from study.commands import mlflow_command
 from study.lease import pid_alive
 from study.store_template import copy_template, keep_as_template
-from trainables.checks import self_checks
 from trainables.config import TrialConfig
 from trainables.remote import is_remote
 from trainables.sources import DATA_FIELDS, data_dir, data_key
@@ -901,7 +900,8 @@ class StudyRecord:
     def start_parent(self, spec: StudySpec, design, source_text: str) -> str:
         """The study's parent run: the newest reopened, or a new one (the study's first run, or
         an augmented block's) with the study's params, its file and design, and the results of
-        the self-checks (:func:`trainables.checks.self_checks`)."""
+        the self-checks (:func:`trainables.checks.self_checks`) to come with its trials'
+        results (:meth:`record_checks`)."""
         self.ensure_kind()
         parent = self.parent()
         if parent is not None and not opens_block(parent, spec):
@@ -924,7 +924,7 @@ class StudyRecord:
             Param("resources", json.dumps(spec.resources.model_dump())),
             Param("factor_scales", json.dumps({n: f.scale for n, f in spec.factors.items()})),
             Param("target_metric", spec.target.metric), Param("target_mode", spec.target.mode),
-        ], tags=[RunTag(f"study.check.{k}", v) for k, v in self_checks().items()])  # fmt: skip
+        ])  # fmt: skip
         self.describe_study(spec, design, run_id)
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / SPEC_ARTIFACT).write_text(spec_yaml(spec))
@@ -1031,6 +1031,19 @@ class StudyRecord:
             self.log_evidence(run_id, json.loads(summary[EVIDENCE_KEY]))
         self.client.set_terminated(run_id, "FINISHED")
         self.logging_s += time.perf_counter() - t0
+
+    def record_checks(self, parent_id: str, summary: dict[str, Any], known: dict[str, str]) -> None:
+        """The self-checks a trial ran (``summary[CHECKS_KEY]``) as the parent's tags
+        ``study.check.<name>``: each the first time it is seen, and again when it fails where
+        it had passed (a node with other code), so that one failure is never hidden by the
+        passes around it. ``known`` holds what this driver recorded so far, and is updated."""
+        checks = json.loads(summary.get(CHECKS_KEY) or "{}")
+        news = {k: v for k, v in checks.items()
+                if k not in known or (known[k] == "pass" and v != "pass")}  # fmt: skip
+        if news:
+            tags = [RunTag(f"study.check.{k}", str(v)) for k, v in news.items()]
+            self.client.log_batch(parent_id, tags=tags)
+            known.update(news)
 
     def log_evidence(self, run_id: str, evidence: dict[str, Any]) -> None:
         """A trial's evidence beyond its metrics (``run_trial(...)["evidence"]``: per-class and

@@ -235,10 +235,14 @@ def _recorder_class():
         """Writes each trial's evaluations into its one child run, skipping replayed steps."""
 
         def __init__(
-            self, record: StudyRecord, run_ids: dict[str, str], new_run, study: Storage
-        ) -> None:
-            self.record, self.run_ids, self.new_run = record, run_ids, new_run
+            self, record: StudyRecord, parent_id: str, run_ids: dict[str, str], new_run,
+            study: Storage,
+        ) -> None:  # fmt: skip
+            self.record, self.parent_id, self.run_ids, self.new_run = (
+                record, parent_id, run_ids, new_run,
+            )  # fmt: skip
             self.study = study
+            self.checks: dict[str, str] = {}  # the self-checks recorded on the parent so far
             self.logged: dict[str, int] = {}
             self.finished: set[str] = set()
 
@@ -259,6 +263,7 @@ def _recorder_class():
             if result.get("final"):
                 summary = {**result, "status": result.get("trial_status", "finished")}
                 self.record.finish_trial(run_id, summary)
+                self.record.record_checks(self.parent_id, summary, self.checks)
                 self.finished.add(key)
                 return
             step = int(result["examples_seen"])
@@ -585,7 +590,7 @@ def launch(
         # non-empty request), and Tune runs no more trials at once than the cluster holds.
         resources = {"cpu": 0, "gpu": 0, "memory": 1}
         concurrency = _slots(spec, concurrency)
-    recorder = _recorder_class()(record, run_ids, new_run, study)
+    recorder = _recorder_class()(record, parent_id, run_ids, new_run, study)
     progress = StudyProgress(
         spec.study, schedule.total, schedule.done, _slots(spec, concurrency),
         spec.target.metric, spec.target.mode,

@@ -23,7 +23,7 @@ from typing import Any
 
 from ray import tune
 
-from study import EVIDENCE_KEY
+from study import CHECKS_KEY, EVIDENCE_KEY
 from study.storage import Storage, StoredCheckpoints, open_storage, write_pid
 from trainables.config import TrialConfig
 
@@ -87,14 +87,19 @@ def run_study_trial(payload: dict[str, Any]) -> None:
 
 
 def final_report(result: dict[str, Any], node_id: str) -> dict[str, Any]:
-    """A trial's last report: its numeric results, ``final``, its status and the evidence.
+    """A trial's last report: its numeric results, ``final``, its status, the evidence and the
+    self-checks of the trial code.
 
     The evidence (tables, the source-return panel) travels to the driver, which alone writes
-    to MLflow, as one JSON text: Tune flattens nested results."""
+    to MLflow, as one JSON text: Tune flattens nested results. The self-checks run here, with
+    the torch and the objectives that trained the trial (on a cluster, the worker's, not the
+    driver's), and cost the driver no torch import."""
+    from trainables.checks import self_checks
+
     summary = {k: v for k, v in result.items() if isinstance(v, int | float)}
     evidence = json.dumps(result.get("evidence") or {})
     return {**summary, "final": 1, "trial_status": result["status"], "node_id": node_id,
-            EVIDENCE_KEY: evidence}  # fmt: skip
+            EVIDENCE_KEY: evidence, CHECKS_KEY: json.dumps(self_checks())}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------

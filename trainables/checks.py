@@ -1,9 +1,10 @@
 """Checks of the running trial code, recorded with every study (release gate item 1): the
 InfoNCE implementation against a finite example checked by hand.
 
-The driver runs them as it opens a study's parent run (``study.record``) and records each result
-as the parent's tag ``study.check.<name>``: run in a warm Ray worker instead, the worker would
-never serve a trial again (Ray does not hand a task's worker to an actor)."""
+Every trial runs them in its own process as it makes its final report (``study.trainable``), with
+the torch and the code that trained it, and the driver records each result as the study's parent
+run's tag ``study.check.<name>`` (``study.record``). The driver itself never imports torch for
+them (seconds of CPU at every study's start)."""
 
 from __future__ import annotations
 

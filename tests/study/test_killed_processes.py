@@ -61,7 +61,7 @@ def test_worker_sigkill_is_retried_from_its_checkpoint(workdir, ray_tmp):
     # every evaluation is in the run exactly once, up to the full budget
     assert metric_steps(uri, killed.info.run_id) == [128 * 10 * k for k in range(1, 7)]
     assert duplicated_metric_rows(workdir / "mlflow.db") == []
-    # the self-checks ran in one of the study's warm workers and were recorded
+    # the self-checks ran with the trials' code and were recorded on the parent
     (parent,) = parent_runs(uri, "worker-kill")
     assert parent.data.tags["study.check.info_nce_worked_example"] == "pass"
 

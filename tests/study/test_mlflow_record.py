@@ -20,6 +20,7 @@ from studykit import duplicated_metric_rows
 
 from search_spaces.designs import build_design
 from search_spaces.spec import parse_spec
+from study import CHECKS_KEY
 from study.record import KIND, KIND_TAG, StudyRecord, create_store, training_dataset
 from trainables.config import TrialConfig
 
@@ -48,6 +49,42 @@ def recorded(tmp_path):
     parent = record.start_parent(spec, design, "the study file")
     runs = {p.key: record.ensure_trial_run(p, parent, spec.sha) for p in design.trials}
     return record, spec, design, parent, runs
+
+
+def _check_tags(record: StudyRecord, parent: str) -> dict[str, str]:
+    tags = record.client.get_run(parent).data.tags
+    return {k: v for k, v in tags.items() if k.startswith("study.check.")}
+
+
+def test_the_self_checks_come_with_the_trials_and_a_failure_is_never_hidden(recorded):
+    record, _, _, parent, _ = recorded
+    assert _check_tags(record, parent) == {}  # nothing ran the trial code yet
+    known: dict[str, str] = {}
+    passed = {CHECKS_KEY: json.dumps({"info_nce_worked_example": "pass"})}
+    failed = {CHECKS_KEY: json.dumps({"info_nce_worked_example": "fail: 0.7 != 0.6551"})}
+    record.record_checks(parent, {"status": "finished"}, known)  # a report without checks
+    assert _check_tags(record, parent) == {}
+    record.record_checks(parent, passed, known)
+    assert _check_tags(record, parent) == {"study.check.info_nce_worked_example": "pass"}
+    record.record_checks(parent, failed, known)  # another node, other code
+    record.record_checks(parent, passed, known)  # passes after it do not hide it
+    assert _check_tags(record, parent) == {
+        "study.check.info_nce_worked_example": "fail: 0.7 != 0.6551"
+    }
+
+
+def test_opening_a_study_imports_no_torch(tmp_path):
+    """The driver's record (parent run, trial runs) is written without torch: its import is
+    seconds of CPU at every study's start, and the self-checks run in the trials."""
+    code = ("import sys; from pathlib import Path; from search_spaces.designs import build_design; "
+            "from search_spaces.spec import load_spec; from study.record import StudyRecord; "
+            "spec = load_spec(None); design = build_design(spec); "
+            f"record = StudyRecord('sqlite:///{tmp_path}/m.db', spec.study, Path('{tmp_path}')); "
+            "parent = record.start_parent(spec, design, 'text'); "
+            "[record.ensure_trial_run(p, parent, spec.sha) for p in design.trials]; "
+            "print('torch' in sys.modules)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.stdout.split()[-1:] == ["False"], done.stderr[-2000:]
 
 
 def _experiment(record: StudyRecord):

@@ -14,7 +14,7 @@ import pytest
 from trialkit import preset
 
 import trainables.train
-from study import EVIDENCE_KEY
+from study import CHECKS_KEY, EVIDENCE_KEY
 from study import trainable as trainable_module
 from study.trainable import PID_FILE, final_report, run_study_trial
 
@@ -48,8 +48,9 @@ def test_a_trial_reports_each_evaluation_then_its_final_numbers(tune, tmp_path):
     assert final["node_id"] == "node-1"
     assert final["examples_seen"] == 1024 and final["steps"] == 8
     assert all(isinstance(v, int | float) for k, v in final.items()
-               if k not in ("trial_status", "node_id", EVIDENCE_KEY))  # fmt: skip
+               if k not in ("trial_status", "node_id", EVIDENCE_KEY, CHECKS_KEY))  # fmt: skip
     assert isinstance(json.loads(final[EVIDENCE_KEY]), dict)
+    assert json.loads(final[CHECKS_KEY]) == {"info_nce_worked_example": "pass"}
     assert final["probe/knn_top1_h"] == evaluations[-1]["probe/knn_top1_h"]
     trial = tmp_path / "trial"
     assert (trial / PID_FILE).read_text() == str(os.getpid())
@@ -68,13 +69,23 @@ def test_a_second_call_on_the_same_folder_resumes_from_its_checkpoints(tune, tmp
     assert again["probe/knn_top1_h"] == first["probe/knn_top1_h"]
 
 
-def test_the_final_report_keeps_numbers_and_sends_the_evidence_as_json_text():
+def test_the_final_report_keeps_numbers_and_sends_the_evidence_and_checks_as_json_text():
     result = {"status": "diverged", "steps": 3, "train/loss": 0.5, "note": "words",
               "evidence": {"per_class": [1, 2]}}  # fmt: skip
     report = final_report(result, "node-1")
     assert report == {"steps": 3, "train/loss": 0.5, "final": 1, "trial_status": "diverged",
-                      "node_id": "node-1", EVIDENCE_KEY: '{"per_class": [1, 2]}'}  # fmt: skip
+                      "node_id": "node-1", EVIDENCE_KEY: '{"per_class": [1, 2]}',
+                      CHECKS_KEY: '{"info_nce_worked_example": "pass"}'}  # fmt: skip
     assert final_report({"status": "finished"}, "")[EVIDENCE_KEY] == "{}"
+
+
+def test_the_self_checks_run_with_the_trials_code(monkeypatch):
+    """Run where the trial ran: a worker whose objective gives another value says so."""
+    from trainables import checks
+
+    monkeypatch.setattr(checks, "WORKED_EXAMPLE_LOSS", 0.7)
+    sent = json.loads(final_report({"status": "finished"}, "")[CHECKS_KEY])
+    assert sent["info_nce_worked_example"].startswith("fail: 0.655")
 
 
 def test_the_driver_imports_no_torch_on_a_machine_without_a_gpu_driver():
