@@ -53,7 +53,8 @@ REPORT_DIR = "report"
 # what a trial's worker imports: the trainable, the trial's loop with torch, and what the first
 # optimizer of every trial imports (torch.optim imports torch._dynamo there, pytorch #162595)
 TRIAL_MODULES = ["study.trainable", "trainables.train", "torch._dynamo"]
-# and where the study's trials read digits: scikit-learn's loader and its stratified split
+# and where the study's trials read digits not yet in this node's data cache: scikit-learn's
+# loader and its stratified split (trainables.data.digits_split)
 DIGITS_MODULES = ["sklearn.datasets", "sklearn.model_selection"]
 _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")  # a user's own setting wins
 
@@ -443,13 +444,25 @@ def _preloaded(spec: StudySpec | None) -> list[str]:
     it, 79 s without)."""
     if spec is not None and spec.resources.workers > 1:
         return []
-    digits = spec is None or "digits" in {spec.trial.get("dataset", "digits"), *_levels(spec)}
-    return [*TRIAL_MODULES, *(DIGITS_MODULES if digits else [])]
+    return [*TRIAL_MODULES, *(DIGITS_MODULES if _digits_to_make(spec) else [])]
 
 
-def _levels(spec: StudySpec) -> list:
-    """The levels of the study's dataset factor, when it has one."""
-    factor = spec.factors.get("dataset")
+def _digits_to_make(spec: StudySpec | None) -> bool:
+    """Whether the study's trials read digits that this node's data cache does not hold yet
+    (for any of its data seeds): only then do they import scikit-learn."""
+    from trainables.sources import digits_cache_path
+
+    if spec is None:
+        return True
+    if "digits" not in {spec.trial.get("dataset", "digits"), *_levels(spec, "dataset")}:
+        return False
+    seeds = _levels(spec, "data_seed") or [spec.trial.get("data_seed", 0)]
+    return not all(digits_cache_path(int(seed)).exists() for seed in seeds)
+
+
+def _levels(spec: StudySpec, name: str) -> list:
+    """The levels of the study's factor ``name``, when it has one."""
+    factor = spec.factors.get(name)
     return list(factor.levels or []) if factor is not None else []
 
 

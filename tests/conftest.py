@@ -23,11 +23,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _baseline_cache(tmp_path_factory):
-    """Measured baselines and the template of new MLflow stores go to the test run's own cache
-    (every study a test runs, in this process or a child, finds it through the environment),
-    never to the user's. The pytest-xdist workers of one run share it (a baseline and a template
-    are written atomically, so two writing at once both leave a whole file): each is made once
-    per run, not once per worker."""
+    """Measured baselines, the template of new MLflow stores and the node's data cache (digits'
+    arrays) go to the test run's own cache (every study a test runs, in this process or a
+    child, finds it through the environment), never to the user's; a test of the data cache
+    itself sets a folder of its own. The pytest-xdist workers of one run share it (a baseline,
+    a template and digits' arrays are written atomically, so two writing at once both leave a
+    whole file): each is made once per run, not once per worker."""
     import os
 
     root = tmp_path_factory.getbasetemp()
@@ -37,6 +38,7 @@ def _baseline_cache(tmp_path_factory):
     cache.mkdir(exist_ok=True)
     os.environ["CONTRASTIVE_BASELINE_CACHE"] = str(cache)
     os.environ["CONTRASTIVE_STORE_CACHE"] = str(root / "mlflow-store")  # study.store_template
+    os.environ["CONTRASTIVE_DATA_CACHE"] = str(root / "data")  # trainables.remote.cache_root
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -164,3 +164,13 @@ def has_groups(config: TrialConfig, root: Path | None = None) -> bool:
             return "groups.csv" in remote.snapshot(config.data_root).files
         return ((root or data_dir(config)) / "groups.csv").is_file()
     return False
+
+
+def digits_cache_path(data_seed: int) -> Path:
+    """Where a node keeps scikit-learn's digits and their split for ``data_seed``
+    (``trainables.data.digits_split``): under the data cache (:func:`remote.cache_root`), named
+    by the scikit-learn and NumPy versions that made it."""
+    from importlib.metadata import version
+
+    made_by = f"sklearn-{version('scikit-learn')}-numpy-{version('numpy')}"
+    return remote.cache_root() / "digits" / f"{made_by}-seed-{data_seed}.npz"

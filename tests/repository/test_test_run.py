@@ -6,12 +6,14 @@ import os
 from pathlib import Path
 
 
-def test_the_baseline_cache_belongs_to_this_run(tmp_path_factory):
-    """Measured baselines go to a folder of this run (shared by its pytest-xdist workers), not to
-    ~/.cache and not to the folder that holds every run's (where a stale cache would be read)."""
+def test_the_baseline_and_data_caches_belong_to_this_run(tmp_path_factory):
+    """Measured baselines and the node's data cache go to folders of this run (shared by its
+    pytest-xdist workers), not to ~/.cache and not to the folder that holds every run's (where
+    a stale cache would be read)."""
     cache = Path(os.environ["CONTRASTIVE_BASELINE_CACHE"])
     assert cache.name == "baselines" and cache.is_dir()
     assert not cache.is_relative_to(Path.home() / ".cache")
+    assert Path(os.environ["CONTRASTIVE_DATA_CACHE"]) == cache.parent / "data"
     # this worker's temporary folder lies in the cache's folder, at most one level down (the
     # worker's own): the cache's folder is this run's, not the one that holds every run's
     below = tmp_path_factory.getbasetemp().relative_to(cache.parent)

@@ -28,6 +28,7 @@ from analysis.evidence import release_gate
 from search_spaces.designs import batch_sizes_matching, build_design
 from search_spaces.spec import StudyError, parse_spec
 from study.runner import DIGITS_MODULES, TRIAL_MODULES, _preloaded, check_resources
+from trainables.data import digits_split
 
 
 def spec_with(**changes):
@@ -153,9 +154,12 @@ def test_preflight_passes_workers_spread_over_nodes():
     check_resources(spec, {"CPU": 8, "GPU": 2}, "the cluster", {"CPU": 16, "GPU": 4})
 
 
-def test_the_trial_module_is_preloaded_into_ray_workers_only_for_one_worker_trials():
+def test_the_trial_module_is_preloaded_into_ray_workers_only_for_one_worker_trials(
+    tmp_path, monkeypatch
+):
     """Ray Train's helper actors of a data-parallel trial would each import torch for nothing;
-    scikit-learn is loaded ahead only where trials read digits."""
+    scikit-learn is loaded ahead only where trials read digits that this node has not cached."""
+    monkeypatch.setenv("CONTRASTIVE_DATA_CACHE", str(tmp_path))  # a node that made none yet
     assert _preloaded(spec_with(resources={"workers": 2, "cpu": 1})) == []
     one = {"resources": {"workers": 1, "cpu": 1}}
     assert _preloaded(spec_with(**one)) == TRIAL_MODULES + DIGITS_MODULES  # digits
@@ -166,6 +170,10 @@ def test_the_trial_module_is_preloaded_into_ray_workers_only_for_one_worker_tria
     data["factors"] = {"dataset": {"levels": ["toy", "digits"]}}
     assert _preloaded(parse_spec(data)) == TRIAL_MODULES + DIGITS_MODULES
     assert _preloaded(None) == TRIAL_MODULES + DIGITS_MODULES  # a worker of any study
+    digits_split(0)  # the node's first digits trial made data seed 0's arrays
+    assert _preloaded(spec_with(**one)) == TRIAL_MODULES
+    data["factors"] = {"data_seed": {"levels": [0, 1]}}
+    assert _preloaded(parse_spec(data)) == TRIAL_MODULES + DIGITS_MODULES  # seed 1 to make
 
 
 # ---- a real study: Ray Tune, Ray Train (gloo), MLflow, a worker SIGKILLed

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +15,10 @@ from datakit import write_fake_cifar10
 from PIL import Image
 
 from trainables.config import TrialConfig
-from trainables.data import ExampleStream, load_data, toy_samples
+from trainables.data import ExampleStream, digits_split, load_data, toy_samples
+from trainables.sources import digits_cache_path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(("n", "b"), [(100, 32), (97, 48), (1437, 128), (10, 5)])
@@ -48,6 +55,49 @@ def test_digits_split_is_fixed_and_independent_of_the_trial_seed():
     assert a.num_classes == 10
     c = load_data(TrialConfig(data_seed=1))
     assert not torch.equal(a.heldout_y, c.heldout_y)
+
+
+def _sklearns_digits(data_seed: int):
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    x, y = load_digits(return_X_y=True)
+    train, held = train_test_split(
+        np.arange(len(y)), test_size=0.2, random_state=data_seed, stratify=y
+    )
+    return x, y, np.sort(train), np.sort(held)
+
+
+@pytest.mark.parametrize("data_seed", [0, 3])
+def test_digits_from_the_nodes_cache_are_scikit_learns_own(tmp_path, monkeypatch, data_seed):
+    monkeypatch.setenv("CONTRASTIVE_DATA_CACHE", str(tmp_path))
+    made, kept = digits_split(data_seed), digits_split(data_seed)  # made, then read back
+    assert digits_cache_path(data_seed).is_file()
+    for ours, again, theirs in zip(made, kept, _sklearns_digits(data_seed), strict=True):
+        assert ours.dtype == again.dtype == theirs.dtype
+        assert np.array_equal(ours, theirs) and np.array_equal(again, theirs)
+
+
+def test_a_cached_digits_trial_imports_no_scikit_learn(tmp_path):
+    """The node's later trials read the cached arrays: no ~1.2 s scikit-learn import."""
+    env = os.environ | {"CONTRASTIVE_DATA_CACHE": str(tmp_path)}
+    code = ("import sys; from trainables.config import TrialConfig; "
+            "from trainables.data import load_data; load_data(TrialConfig(dataset='digits')); "
+            "print('sklearn' in sys.modules)")  # fmt: skip
+    first, later = (subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                                   capture_output=True, text=True) for _ in range(2))  # fmt: skip
+    assert first.stdout.split()[-1:] == ["True"], first.stderr[-2000:]
+    assert later.stdout.split()[-1:] == ["False"], later.stderr[-2000:]
+
+
+def test_a_damaged_or_unwritable_digits_cache_still_gives_the_digits(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONTRASTIVE_DATA_CACHE", str(tmp_path))
+    digits_cache_path(0).parent.mkdir(parents=True)
+    digits_cache_path(0).write_bytes(b"PK\x03\x04 cut short")  # a damaged file is made again
+    assert np.array_equal(digits_split(0)[2], _sklearns_digits(0)[2])
+    assert np.load(digits_cache_path(0))["held"].shape == (360,)
+    monkeypatch.setenv("CONTRASTIVE_DATA_CACHE", "/proc/no-such-cache")  # cannot be written
+    assert np.array_equal(digits_split(0)[3], _sklearns_digits(0)[3])
 
 
 def test_toy_generator_and_groups():
