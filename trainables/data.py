@@ -159,14 +159,25 @@ def digits_split(data_seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
         np.arange(len(y)), test_size=0.2, random_state=data_seed, stratify=y
     )
     arrays = {"x": x, "y": y, "train": np.sort(train), "held": np.sort(held)}
-    try:  # whole or not at all: trials that make it at once each replace it with a whole file
+    _keep_whole(path, arrays)
+    return arrays["x"], arrays["y"], arrays["train"], arrays["held"]
+
+
+def _keep_whole(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``arrays`` to ``path`` whole or not at all: written beside it, then renamed over it,
+    so that trials making it at once each leave a whole file, and one reading it meanwhile
+    keeps reading the file it opened (never one rewritten in place under it, numpy #22435).
+    Nothing is kept where the folder cannot be written, not even a part."""
+    part = None
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".npz", delete=False) as out:
+            part = Path(out.name)
             np.savez(out, **arrays)
-        os.replace(out.name, path)
+        os.replace(part, path)
     except OSError:
-        pass
-    return arrays["x"], arrays["y"], arrays["train"], arrays["held"]
+        if part is not None:
+            part.unlink(missing_ok=True)
 
 
 def _digits(config: TrialConfig) -> DataBundle:

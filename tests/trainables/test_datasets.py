@@ -100,6 +100,17 @@ def test_a_damaged_or_unwritable_digits_cache_still_gives_the_digits(tmp_path, m
     assert np.array_equal(digits_split(0)[3], _sklearns_digits(0)[3])
 
 
+def test_a_digits_cache_that_cannot_be_written_whole_keeps_no_part(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONTRASTIVE_DATA_CACHE", str(tmp_path))
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", disk_full)
+    assert np.array_equal(digits_split(0)[2], _sklearns_digits(0)[2])
+    assert list(digits_cache_path(0).parent.iterdir()) == []
+
+
 def test_toy_generator_and_groups():
     cfg = TrialConfig(
         dataset="toy", encoder="mlp", augmentation="noise", toy_photos_per_item=4, toy_spread=0.3
