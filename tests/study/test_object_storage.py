@@ -82,6 +82,40 @@ def test_a_plain_path_stays_a_local_folder(tmp_path, monkeypatch):
     assert open_storage(f"file://{tmp_path}/x").uri == str(tmp_path / "x")
 
 
+def test_a_file_rewritten_while_another_process_reads_it_is_never_seen_in_part(tmp_path):
+    """The driver's lease is rewritten at every heartbeat while other drivers read it; a reader
+    that found it empty took the study for free (seen as a None lease in CI)."""
+    storage = open_storage(tmp_path / "studies")
+    texts = ["a" * 50_000, "b" * 70_000]
+    storage.write_text(texts[0], "driver.lock")
+    reader = subprocess.Popen(
+        [sys.executable, "-c", _READER, str(tmp_path / "studies")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_for(lambda: (tmp_path / "studies" / "reading").exists(), 60, "the reader", reader)
+    for i in range(400):
+        storage.write_text(texts[i % 2], "driver.lock")
+    (tmp_path / "studies" / "stop").touch()
+    seen = reader.communicate(timeout=60)[0].split()
+    assert len(seen) > 10 and set(seen) <= {"50000a", "70000b"}, sorted(set(seen))[:5]
+    left = sorted(p.name for p in (tmp_path / "studies").iterdir())
+    assert left == ["driver.lock", "reading", "stop"]  # no part left beside it
+
+
+# what the reader saw, one word a read: the length and the letter (or "empty")
+_READER = """
+import sys
+from pathlib import Path
+from study.storage import open_storage
+storage = open_storage(sys.argv[1])
+stop = Path(sys.argv[1]) / "stop"
+(Path(sys.argv[1]) / "reading").touch()
+while not stop.exists():
+    text = storage.read_text("driver.lock")
+    print(f"{len(text)}{text[:1]}" if text else "empty")
+"""
+
+
 # ---- refused before anything is recorded
 @pytest.mark.parametrize(
     ("storage", "why"),
