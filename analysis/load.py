@@ -6,7 +6,7 @@ The results frame has one row per trial with the Parquet export's columns (``stu
 every metric's final value, ``wall_s``, ``examples_seen``, ``steps``). ``frame.attrs`` carries
 ``study``, ``factors`` (the varied fields, in study-file order), ``spec_sha``, ``design``,
 ``scales`` (factor -> linear | log), ``resources`` (per-trial cpu/gpu), ``checks`` (self-checks
-run when the study started: name -> "pass" or "fail: ...") and, for studies that recorded it,
+run in the study's trials: name -> "pass" or "fail: ...") and, for studies that recorded it,
 ``target`` (``{"metric": ..., "mode": "max" | "min"}`` of the study file), and ``baselines``
 (kind -> ``{"metrics", "per_seed", "seeds", "name", "about"}``: what the study's results are read
 against, :mod:`trainables.baselines`; empty when none was measured).
@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyarrow import fs as pafs
 
 from analysis.record import TRIAL, decode_json_columns, results_table, study_runs
 from analysis.sqlite_reader import read_client
@@ -75,7 +76,7 @@ def read_results(path: str | Path) -> pd.DataFrame:
             ``to_parquet`` of a read table drops it), or a finished trial has no value of a
             factor (the column and the trial are named): nothing could be analysed from it.
     """
-    table = pq.read_table(path)
+    table = read_table(path)
     meta = table.schema.metadata or {}
     if b"schema_version" not in meta or b"factors" not in meta:
         raise ValueError(
@@ -86,6 +87,18 @@ def read_results(path: str | Path) -> pd.DataFrame:
     frame = results_frame(table)
     _check_factor_values(frame, path)
     return frame
+
+
+def read_table(path: str | Path) -> pa.Table:
+    """A Parquet file, a path or a URI, read through one open handle. A study that resumes
+    rewrites its results.parquet (a new file renamed over the old); pyarrow reading by path
+    takes the size of one file and may read the other ("corrupt file?")."""
+    if "://" in str(path):
+        fs, where = pafs.FileSystem.from_uri(str(path))
+    else:
+        fs, where = pafs.LocalFileSystem(), str(Path(path).absolute())
+    with fs.open_input_file(where) as handle:
+        return pq.read_table(handle)
 
 
 def _check_factor_values(frame: pd.DataFrame, path: str | Path) -> None:

@@ -34,10 +34,10 @@ def results_table(record: StudyRecord, spec_sha: str = "") -> pa.Table:
 def export_parquet(record: StudyRecord, out: str | Path, spec_sha: str = "") -> str:
     """Write the study's results table to ``out``, a path or a URI (``s3://…/results.parquet``,
     through pyarrow's filesystems as a study's storage); returns where it went. The table is
-    read whole before the file is opened, so a failure never leaves a truncated file behind."""
+    read whole before the file is opened, and the file is written whole (see
+    :meth:`Storage.write_whole`): a reader never sees a truncated file."""
     table = results_table(record, spec_sha)
     where, name = str(out).rstrip("/").rsplit("/", 1) if "/" in str(out) else (".", str(out))
     folder = open_storage(where or "/")
-    folder.fs.create_dir(folder.root, recursive=True)
-    pq.write_table(table, folder.path(name), filesystem=folder.fs)
+    folder.write_whole(lambda path: pq.write_table(table, path, filesystem=folder.fs), name)
     return folder.uri_of(name)

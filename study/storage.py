@@ -62,21 +62,31 @@ class Storage:
         return self.fs.get_file_info(self.path(*parts)).type != FileType.NotFound
 
     def write_text(self, text: str, *parts: str) -> None:
-        """Write a whole file; a reader at the same moment sees the old text or the new, never
-        a part. Other processes read these files while they are rewritten (the lease's
-        heartbeat, a second driver asking who holds it), and opening a local file for writing
-        empties it first. So a local file is written beside and renamed over (atomic on POSIX);
-        an object store's put is whole already."""
+        """Write a whole file (see :meth:`write_whole`)."""
+
+        def put(path: str) -> None:
+            with self.fs.open_output_stream(path) as out:
+                out.write(text.encode())
+
+        self.write_whole(put, *parts)
+
+    def write_whole(self, write, *parts: str) -> None:
+        """``write(path)`` writes the file ``parts``, so that a reader at the same moment sees
+        the old file or the new, never a part. Other processes read these files while they are
+        rewritten (the lease at a heartbeat, ``results.parquet`` at a resumed study's end), and
+        opening a local file for writing empties it first. So a local file is written beside
+        and renamed over (atomic on POSIX); an object store's put is whole already."""
         target = self.path(*parts)
         self._parent(target)
-        written = f"{target}.{uuid.uuid4().hex[:8]}.part" if self.is_local else target
+        if not self.is_local:
+            write(target)
+            return
+        written = f"{target}.{uuid.uuid4().hex[:8]}.part"
         try:
-            with self.fs.open_output_stream(written) as out:
-                out.write(text.encode())
-            if written != target:
-                self.fs.move(written, target)
+            write(written)
+            self.fs.move(written, target)
         finally:
-            if written != target and os.path.exists(written):
+            if os.path.exists(written):
                 os.remove(written)  # a failed write leaves no part behind
 
     def read_text(self, *parts: str) -> str:
