@@ -345,6 +345,18 @@ def _worker(rank: int, port: int, out_dir: str, plan: dict) -> None:
         dist.barrier()  # no rank tears the group down while the other is still in a collective
     finally:
         dist.destroy_process_group()
+    leave_without_finalizing()
+
+
+def leave_without_finalizing() -> None:
+    """End a rank that finished its work and destroyed its group with ``os._exit``. Its results
+    are written; what is left is the interpreter's finalization, where a gloo thread still
+    joinable at a destructor aborts the process ("terminate called without an active
+    exception", seen once in CI after the smoke run printed "done"; pytorch #179291 describes
+    the teardown race), and mp.spawn reports the run failed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def free_port() -> int:
