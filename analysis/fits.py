@@ -32,6 +32,7 @@ from analysis.surface import (
 from analysis.units import amount, bounds, level
 
 if TYPE_CHECKING:
+    from analysis.direction import Direction
     from analysis.headline import Headline
 
 DEFAULT_RESPONSES = (
@@ -119,6 +120,13 @@ class ResponseFit:
     def _words(self) -> Findings:
         return self.findings or findings(self)
 
+    @functools.cached_property
+    def direction(self) -> Direction:
+        """Where to go next on this surface (:func:`analysis.direction.where_next`)."""
+        from analysis.direction import where_next
+
+        return where_next(self)
+
     def model_sentence(self) -> str:
         """Which model: its name on :data:`MODEL_LADDER` and its terms; or why there is none."""
         if self.surface is None:
@@ -176,7 +184,8 @@ class ResponseFit:
                     "press": None, "pred_r2": None, "lack_of_fit_p": None,
                     "stationary_kind": None, "optimum": None, "predicted": None,
                     "interval": None, "notes": [self.reason],
-                    "summary": self.summary()}  # fmt: skip
+                    "summary": self.summary(),
+                    "direction": self.direction.to_json()}  # fmt: skip
         data = {"model": self.model, "status": self.status, **self.surface.to_json()}
         data["error_ms_without_blocks"] = self.error_ms_without_blocks
         data["r2_without_blocks"] = _finite(self.r2_without_blocks)
@@ -189,6 +198,7 @@ class ResponseFit:
                 data["optimum"] = data["predicted"] = data["interval"] = None
         if self.reason:
             data["notes"] = [*data["notes"], self.reason]
+        data["direction"] = self.direction.to_json()
         return data
 
 

@@ -102,6 +102,7 @@ def _fit_html(fit: ResponseFit) -> str:
         + (f"<p>Found:</p><ul>{found}</ul>" if found else "")
         + (f"<p>Not detectable:</p><ul>{missed}</ul>" if missed else "")
         + optimum
+        + _direction_html(fit)
         + f"<p>{html.escape(fit.block_sentence())}</p>"
         + f"<p>{html.escape(fit.model_sentence())}</p>"
         + f"<p>{html.escape(fit.fit_sentence())} PRESS = {_num(s.press, '.4g')}, lack-of-fit "
@@ -113,6 +114,22 @@ def _fit_html(fit: ResponseFit) -> str:
         f"{s.coefficients.to_html(float_format=lambda v: f'{v:.4g}', na_rep='n/a')}"
         f"{s.anova.to_html(float_format=lambda v: f'{v:.4g}', na_rep='n/a')}</details>"
     )
+
+
+def _direction_html(fit: ResponseFit) -> str:
+    """Where to go next on this surface: the sentences, then the path's table."""
+    direction = fit.direction
+    words = "".join(f"<li>{html.escape(x)}</li>" for x in direction.sentences())
+    path = direction.steepest or direction.ridge
+    if path is None:
+        return f"<p>Where next:</p><ul>{words}</ul>"
+    kind = "steepest-ascent path" if direction.steepest is not None else "ridge analysis"
+    if direction.steepest is not None and direction.steepest.goal == "min":
+        kind = "steepest-descent path"
+    table = path.table.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="n/a")
+    return (f"<p>Where next:</p><ul>{words}</ul><details><summary>the {kind}, step by step "
+            f"(coded and natural units, the fitted value and its 95% CI)</summary>{table}"
+            "</details>")  # fmt: skip
 
 
 _STYLE = """

@@ -172,6 +172,43 @@ class ResponseSurface:
             out[["lower", "upper"]] = math.nan
         return out.reset_index(drop=True)
 
+    @property
+    def numeric(self) -> tuple[str, ...]:
+        """The numeric factors, in model order: the axes of the coded space."""
+        return tuple(n for n, c in self.coding.items() if c.kind == "numeric")
+
+    def levels_at_optimum(self) -> dict[str, Any]:
+        """The categorical factors' levels at the optimum (the first levels for a flat
+        surface): where a path or a canonical analysis over the numeric factors is taken."""
+        chosen = self.optimum or {}
+        return {n: chosen.get(n, c.levels[0]) for n, c in self.coding.items()
+                if c.kind == "categorical"}  # fmt: skip
+
+    def quadratic(self, combo: dict | None = None) -> Quadratic:
+        """(f0, b, H) of the factor part in coded numeric units at ``combo``'s categorical
+        levels (default :meth:`levels_at_optimum`): the prediction at coded x is
+        f0 + b·x + ½ xᵀHx, so b is the gradient at the design centre and H the Hessian."""
+        combo = self.levels_at_optimum() if combo is None else combo
+        return _quadratics(_factor_part(self._fit), self.coding)[_combo_key(self.coding, combo)]
+
+    def natural(self, coded: np.ndarray, combo: dict | None = None) -> pd.DataFrame:
+        """Coded numeric points (rows, in :attr:`numeric` order) in natural units, with the
+        categorical levels of ``combo`` (default :meth:`levels_at_optimum`)."""
+        coded = np.atleast_2d(np.asarray(coded, dtype=float))
+        frame = pd.DataFrame({n: self.coding[n].decode(coded[:, i])
+                              for i, n in enumerate(self.numeric)})  # fmt: skip
+        for name, value in (self.levels_at_optimum() if combo is None else combo).items():
+            frame[name] = value
+        return frame[list(self.coding)]
+
+    @property
+    def design_radius(self) -> float:
+        """The largest distance of a trial from the design centre in coded units (numeric
+        factors): the radius of the design region (√k for a 2^k factorial, α for a central
+        composite's axial points)."""
+        coded = _coded_frame(self.data, self.coding)[list(self.numeric)].to_numpy(float)
+        return float(np.sqrt((coded**2).sum(axis=1)).max()) if coded.size else 0.0
+
     def to_json(self) -> dict[str, Any]:
         def plain(v):
             if isinstance(v, np.generic):
@@ -206,6 +243,20 @@ class ResponseSurface:
             else [plain(self.interval[0]), plain(self.interval[1])],
             "notes": list(self.notes),
         }
+
+
+def json_number(value) -> float | None:
+    """A number for JSON: a float, or None for None, NaN and infinities (JSON has neither)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table's rows for JSON, numbers through :func:`json_number`."""
+    return [{k: json_number(v) if isinstance(v, int | float | np.number) else v
+             for k, v in row.items()} for row in table.to_dict("records")]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -799,11 +850,14 @@ class Effect:
                 "detectable": plain(self.detectable), "df": self.df}  # fmt: skip
 
 
-def _contrasts(surface: ResponseSurface, moves: list[tuple[dict, dict]]) -> np.ndarray:
+def _contrasts(
+    surface: ResponseSurface, moves: list[tuple[dict, dict]], combo: dict | None = None
+) -> np.ndarray:
     """One row per (high, low) move: the design matrix's row at ``high`` minus that at ``low``
     (coded values of the factor that moves), every other numeric factor at its centre,
-    categorical ones averaged over their levels, blocks at their average. Every row of every
-    move is built in one call: patsy's cost is per call, not per row."""
+    categorical ones averaged over their levels (or at ``combo``'s levels), blocks at their
+    average. Every row of every move is built in one call: patsy's cost is per call, not per
+    row."""
     from patsy import build_design_matrices
 
     coding = surface.coding
@@ -811,6 +865,8 @@ def _contrasts(surface: ResponseSurface, moves: list[tuple[dict, dict]]) -> np.n
     info = getattr(data, "model_spec", None) or data.design_info  # statsmodels 0.15 / 0.14
     categorical = [n for n, c in coding.items() if c.kind == "categorical"]
     combos = list(itertools.product(*[coding[n].levels for n in categorical]))
+    if combo is not None:
+        combos = [tuple(combo[n] for n in categorical)]
     if not moves:
         return np.zeros((0, len(surface._fit.params)))
     rows = []

@@ -291,6 +291,7 @@ def test_report_says_why_a_constant_response_has_no_model():
         "pred_r2": None, "lack_of_fit_p": None, "stationary_kind": None, "optimum": None,
         "predicted": None, "interval": None, "notes": [message],
         "summary": f"Nothing modelled: {message}\nNo optimum is named: nothing was modelled.",
+        "direction": {"order": None, "why_none": "nothing was modelled"},
     }  # fmt: skip
     page = _fit_html(fit)
     assert "Nothing modelled: " + message in page
