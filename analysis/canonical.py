@@ -1,7 +1,7 @@
 """Canonical and ridge analysis of a second-order surface: what shape it has, and the best
 point at each distance from the design centre (Myers, Montgomery & Anderson-Cook, Response
-Surface Methodology, 3rd ed., §6.3 and §6.4; Box & Draper, Empirical Model-Building and Response
-Surfaces, 1987, ch. 10 and 11; Hoerl 1959 and Draper 1963 for ridge analysis).
+Surface Methodology, ch. 6; Box & Draper, Empirical Model-Building and Response Surfaces, 1987;
+Hoerl 1959 and Draper 1963 for ridge analysis).
 
 In coded units (the surface's own: each numeric factor's observed range is [-1, 1]) the factor
 part of a fitted surface is
