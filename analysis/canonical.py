@@ -13,7 +13,8 @@ as R's rsm writes it. **Canonical analysis** rotates to the eigenvectors of B: w
 B = M Λ Mᵀ and w = Mᵀ(x - x_s), ŷ = ŷ_s + Σ λ_i w_i², where x_s = -½ B⁻¹ b is the stationary
 point. All λ < 0: a maximum; all > 0: a minimum; mixed signs: a saddle; a λ near zero (under
 :data:`FLAT_SHARE` of the largest |λ|): a ridge along its eigenvector, where the surface
-hardly changes and the stationary point is poorly determined.
+hardly changes; the stationary point is then taken on the ridge, nearest the design centre, as
+rsm does.
 
 **Ridge analysis** maximises (or minimises) ŷ on each sphere |x| = R. A stationary point of
 the Lagrangian has (B - μI) x = -½ b; the maximum on the sphere is the solution with μ above
@@ -39,9 +40,9 @@ from scipy import optimize
 
 from analysis.surface import ResponseSurface, json_number, records
 
-FLAT_SHARE = 0.05
+FLAT_SHARE = 0.1
 """An eigenvalue smaller in size than this share of the largest is "near zero": the surface is
-a ridge along its eigenvector (rsm's ``canonical`` uses a threshold the same way)."""
+a ridge along its eigenvector (rsm's ``canonical``, whose default threshold this is)."""
 
 
 @dataclass(frozen=True)
@@ -113,54 +114,65 @@ class RidgePath:
                 "path": records(self.table)}  # fmt: skip
 
 
-def canonical_analysis(surface: ResponseSurface, alpha: float = 0.05) -> CanonicalAnalysis:
+def canonical_analysis(
+    surface: ResponseSurface, alpha: float = 0.05, threshold: float | None = None
+) -> CanonicalAnalysis:
     """Canonical analysis of ``surface`` (it must have a quadratic term for every numeric
-    factor; see the module docstring)."""
+    factor; see the module docstring). Eigenvalues smaller in size than ``threshold`` (default
+    :data:`FLAT_SHARE` × the largest, as rsm's ``canonical``; 0 for none) count as zero: the
+    surface is a ridge along their eigenvectors, and the stationary point is the nearest one on
+    the ridge to the design centre, from the other eigenvectors alone (x_s = -½ Σ v vᵀ b / λ
+    over them), instead of a point far along a direction the data hardly curve in."""
     factors = surface.numeric
     _require_second_order(surface)
     _, b, hessian = surface.quadratic()
-    quadratic = hessian / 2
-    values, vectors = np.linalg.eigh(quadratic)
+    values, vectors = np.linalg.eigh(hessian / 2)
     order = np.argsort(values)[::-1]
     values, vectors = values[order], vectors[:, order]
     vectors = vectors * np.where(vectors[np.abs(vectors).argmax(axis=0), range(len(values))] < 0,
                                  -1.0, 1.0)  # fmt: skip
-    largest = float(np.abs(values).max()) if len(values) else 0.0
-    flat = tuple(int(i) for i in np.flatnonzero(np.abs(values) < FLAT_SHARE * largest))
-    notes = []
+    largest = float(np.abs(values).max())
+    cut = FLAT_SHARE * largest if threshold is None else threshold
+    flat = tuple(int(i) for i in np.flatnonzero(np.abs(values) < cut))
+    active = [i for i in range(len(values)) if i not in flat and values[i] != 0]
     radius = surface.design_radius
-    if largest == 0.0 or np.min(np.abs(values)) <= 1e-12 * max(1.0, largest):
-        kind, coded, natural, predicted, interval, distance = "ridge", None, None, None, None, None
-        notes.append("the quadratic part is singular: no stationary point (a ridge or a plane)")
-    else:
-        x_s = np.linalg.solve(quadratic, -b / 2)
-        kind = ("maximum" if np.all(values < 0) else "minimum" if np.all(values > 0)
-                else "saddle")  # fmt: skip
-        coded = {n: float(v) for n, v in zip(factors, x_s, strict=True)}
-        natural = surface.natural(x_s).iloc[0].to_dict()
-        prediction = surface.predict(surface.natural(x_s), alpha).iloc[0]
-        predicted = float(prediction["mean"])
-        interval = None if surface.exact else (float(prediction["lower"]),
-                                               float(prediction["upper"]))  # fmt: skip
-        distance = float(np.linalg.norm(x_s))
-        if flat:
-            notes.append(
-                f"{len(flat)} eigenvalue(s) near zero (under {FLAT_SHARE:.0%} of the largest): "
-                "a ridge, along which the response hardly changes; the stationary point is "
-                "poorly determined along it"
-            )
-        if distance > radius + 1e-9:
-            notes.append(
-                f"the stationary point lies outside the design region ({distance:.2f} coded "
-                f"units from the centre, the design reaches {radius:.2f}): an extrapolation"
-            )
+    notes = []
+    if not active:
+        notes.append("the quadratic part is flat in every direction: no stationary point")
+        return CanonicalAnalysis(
+            surface.response, factors, tuple(map(float, values)),
+            tuple(tuple(map(float, row)) for row in vectors), "ridge", None, None, None, None,
+            None, radius, flat, tuple(notes),
+        )  # fmt: skip
+    x_s = -0.5 * sum(np.outer(vectors[:, i], vectors[:, i]) @ b / values[i] for i in active)
+    signs = np.sign(values[active])
+    kind = ("ridge" if flat else "maximum" if np.all(signs < 0) else
+            "minimum" if np.all(signs > 0) else "saddle")  # fmt: skip
+    natural = surface.natural(x_s)
+    prediction = surface.predict(natural, alpha).iloc[0]
+    distance = float(np.linalg.norm(x_s))
+    if flat:
+        shape = ("maximum" if np.all(signs < 0) else "minimum" if np.all(signs > 0)
+                 else "saddle")  # fmt: skip
+        notes.append(
+            f"{len(flat)} eigenvalue(s) near zero (under {cut / largest:.0%} of the largest): a "
+            f"ridge, along which the response hardly changes, and a {shape} across it; the "
+            "stationary point is the ridge's point nearest the design centre"
+        )
+    if distance > radius + 1e-9:
+        notes.append(
+            f"the stationary point lies outside the design region ({distance:.2f} coded "
+            f"units from the centre, the design reaches {radius:.2f}): an extrapolation"
+        )
     return CanonicalAnalysis(
         response=surface.response, factors=factors,
         eigenvalues=tuple(float(v) for v in values),
         eigenvectors=tuple(tuple(float(v) for v in row) for row in vectors),
-        kind=kind, stationary_coded=coded, stationary=natural, predicted=predicted,
-        interval=interval, distance=distance, design_radius=radius, flat_directions=flat,
-        notes=tuple(notes),
+        kind=kind, stationary_coded={n: float(v) for n, v in zip(factors, x_s, strict=True)},
+        stationary=natural.iloc[0].to_dict(), predicted=float(prediction["mean"]),
+        interval=None if surface.exact else (float(prediction["lower"]),
+                                             float(prediction["upper"])),
+        distance=distance, design_radius=radius, flat_directions=flat, notes=tuple(notes),
     )  # fmt: skip
 
 
@@ -168,11 +180,14 @@ def ridge_analysis(
     surface: ResponseSurface, radii=None, goal: str | None = None, alpha: float = 0.05
 ) -> RidgePath:
     """The optimum of ``surface`` on each sphere of ``radii`` (coded units; default 0 to the
-    design's radius in ten steps), for ``goal`` (default the surface's)."""
+    largest sphere inside the design's ranges in ten steps: the design's radius, or 1 where
+    that would leave a factor's observed range, as along an axis of a 3^k grid), for ``goal``
+    (default the surface's)."""
     _require_second_order(surface)
     goal = goal or surface.goal
     design_radius = surface.design_radius
-    radii = np.linspace(0, design_radius, 11) if radii is None else np.asarray(radii, float)
+    reach = min(design_radius, 1.0)
+    radii = np.linspace(0, reach, 11) if radii is None else np.asarray(radii, float)
     if np.any(radii < 0):
         raise ValueError(f"radii must be 0 or more, got {radii.tolist()}")
     _, b, hessian = surface.quadratic()

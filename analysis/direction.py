@@ -117,17 +117,23 @@ def _second_order_words(canonical: CanonicalAnalysis, ridge: RidgePath) -> list[
         shape = f"Canonical analysis: eigenvalues {values}; no stationary point."
     else:
         where = "inside" if canonical.inside else "outside"
+        what = (
+            "the surface is a ridge; its point nearest the design centre is"
+            if canonical.kind == "ridge"
+            else f"the stationary point is a {canonical.kind},"
+        )
         shape = (
-            f"Canonical analysis: eigenvalues {values}, so the stationary point is a "
-            f"{canonical.kind}, at {_point(canonical.stationary)} ({where} the design region, "
+            f"Canonical analysis: eigenvalues {values}, so {what} at "
+            f"{_point(canonical.stationary)} ({where} the design region, "
             f"{canonical.distance:.2f} coded units from the centre), predicted "
             f"{level(canonical.response, canonical.predicted)}."
         )
     edge = ridge.table.iloc[-1]
     best = "highest" if ridge.goal == "max" else "lowest"
     along = (
-        f"Ridge analysis: the {best} prediction at the design's radius "
-        f"({ridge.design_radius:.2f} coded units) is {level(ridge.response, edge['mean'])} at "
+        f"Ridge analysis: the {best} prediction {edge['radius']:.2f} coded units from the "
+        f"centre (the largest sphere inside the design's ranges) is "
+        f"{level(ridge.response, edge['mean'])} at "
         f"{_point({n: float(edge[n]) for n in ridge.factors})}."
     )
     return [shape, along, *canonical.notes]

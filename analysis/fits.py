@@ -32,6 +32,7 @@ from analysis.surface import (
 from analysis.units import amount, bounds, level
 
 if TYPE_CHECKING:
+    from analysis.desirability import DesirabilityOptimum
     from analysis.direction import Direction
     from analysis.headline import Headline
 
@@ -219,6 +220,24 @@ class StudyAnalysis:
         return headline(self)
 
     @functools.cached_property
+    def desirability(self) -> DesirabilityOptimum | str | None:
+        """The most desirable point under the study file's ``goals`` (the results' attrs), or
+        why there is none (a sentence), or None when the study has no goals."""
+        from analysis.desirability import desirability_optimum, goals_from_attrs
+
+        goals = goals_from_attrs(self.results)
+        if not goals:
+            return None
+        for goal in goals:
+            fit = self.fits.get(goal.metric)
+            if fit is None or fit.surface is None:
+                return f"no overall desirability: {goal.metric} has no model"
+            if fit.findings is not None and not fit.findings.beats_mean:
+                return (f"no overall desirability: the model of {goal.metric} does not beat "
+                        "the mean, so its predictions carry no information to balance")  # fmt: skip
+        return desirability_optimum({g.metric: self.fits[g.metric].surface for g in goals}, goals)
+
+    @functools.cached_property
     def best(self):
         """The best point of the target (:func:`analysis.headline.best_of_target`), or None."""
         from analysis.headline import best_of_target, target_of
@@ -232,12 +251,19 @@ class StudyAnalysis:
             "baselines": baselines_json(self.results, self.best),
             "n_trials": self.n_trials,
             "responses": {name: fit.to_json() for name, fit in self.fits.items()},
+            "desirability": _desirability_json(self.desirability),
             "frontier": sorted(set(self.frontier.get("point_id", pd.Series(dtype=str)))),
         }
 
     def summary(self) -> str:
         """Every response's :meth:`ResponseFit.summary`, under its name, a blank line apart."""
         return "\n\n".join(f"{name}\n{fit.summary()}" for name, fit in self.fits.items())
+
+
+def _desirability_json(found) -> dict[str, Any] | None:
+    if found is None or isinstance(found, str):
+        return None if found is None else {"why_none": found}
+    return found.to_json()
 
 
 def fit_best_supported(
@@ -445,6 +471,11 @@ def analyse(df: pd.DataFrame, responses: tuple[str, ...] | None = None) -> Study
     blocks = block_term(df)
     target = df.attrs.get("target") if isinstance(df.attrs.get("target"), dict) else {}
     goals = {target.get("metric"): target.get("mode")}
+    for goal in df.attrs.get("goals") or ():  # a goal's response is fitted in its direction
+        if goal.get("metric") in df:
+            responses = tuple(dict.fromkeys([*responses, goal["metric"]]))
+            if goal.get("goal") in ("max", "min"):
+                goals.setdefault(goal["metric"], goal["goal"])
     fits = {r: fit_best_supported(df, r, blocks, goals.get(r)) for r in responses}
     finished = df[df["status"] == "finished"] if "status" in df else df
     frontier = (

@@ -65,6 +65,7 @@ def results_frame(table: pa.Table) -> pd.DataFrame:
     if meta.get("target"):
         frame.attrs["target"] = json.loads(meta["target"])
     frame.attrs["baselines"] = json.loads(meta.get("baselines") or "{}")
+    frame.attrs["goals"] = json.loads(meta.get("goals") or "[]")
     return frame
 
 

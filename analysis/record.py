@@ -22,6 +22,9 @@ PARENT, TRIAL = "parent", "trial"
 TRIAL_CONFIG_TAG = "study.trial_config"
 BLOCK_TAG = "study.block"  # augmented designs: 1 the factorial, 2 the axial and centre points
 BASELINES_TAG = "study.baselines"  # the parent's baselines, JSON (study/baselines.py)
+# the study file's goals (analysis.desirability), JSON; a tag, so a study resumed with new goals
+# is analysed with those
+GOALS_TAG = "study.goals"
 SCHEMA_VERSION = "1"
 SUMMARY_METRICS = {
     "trial/wall_s": "wall_s",
@@ -184,6 +187,7 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
         )
         if params.get("target_metric")
         else "",
+        "goals": next((p.data.tags[GOALS_TAG] for p in parents if GOALS_TAG in p.data.tags), ""),
         # what every result is read against (study/baselines.py), as the parent run keeps it
         "baselines": next(
             (p.data.tags[BASELINES_TAG] for p in parents if BASELINES_TAG in p.data.tags), ""

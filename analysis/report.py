@@ -116,6 +116,32 @@ def _fit_html(fit: ResponseFit) -> str:
     )
 
 
+def _desirability_html(analysis: StudyAnalysis) -> str:
+    """The study file's goals met together: the most desirable point, each response's
+    prediction, interval and desirability (nothing when the study has no goals)."""
+    found = analysis.desirability
+    if found is None:
+        return ""
+    head = '<h2 id="goals">Several goals at once (desirability)</h2>'
+    if isinstance(found, str):
+        return f"{head}<p>{html.escape(found[0].upper() + found[1:])}.</p>"
+    words = "".join(f"<p>{html.escape(x)}</p>" for x in found.sentences())
+    rows = pd.DataFrame([
+        {"metric": g.metric, "goal": g.goal, "low": g.low, "target": g.target, "high": g.high,
+         "weight": g.weight, "importance": g.importance,
+         "predicted": found.responses[g.metric]["predicted"],
+         "95% CI": _interval_text(found.responses[g.metric]["interval"]),
+         "d": found.responses[g.metric]["d"]}
+        for g in found.goals
+    ])  # fmt: skip
+    table = rows.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="")
+    return head + words + _scrolling_tables(table)
+
+
+def _interval_text(interval) -> str:
+    return "n/a" if interval is None else f"{interval[0]:.4g} to {interval[1]:.4g}"
+
+
 def _direction_html(fit: ResponseFit) -> str:
     """Where to go next on this surface: the sentences, then the path's table."""
     direction = fit.direction
@@ -454,7 +480,8 @@ def write_report(
     unnamed = frozenset(
         r for r, f in analysis.fits.items() if f.findings is not None and not f.findings.beats_mean
     )
-    figures = all_figures(analysis.results, history=history, surfaces=surfaces, no_optimum=unnamed)
+    figures = all_figures(analysis.results, history=history, surfaces=surfaces, no_optimum=unnamed,
+                          desirability=analysis.desirability)  # fmt: skip
     saved = save_figures(figures, figures_dir)
     written |= {f"figure:{name}": png for name, (png, _) in saved.items()}
     # the embeddings (a palette PNG each: seconds for a study's figures) are made in threads,
@@ -493,6 +520,7 @@ def write_report(
         f"""{top.html()}
 {_baselines_html(analysis)}
 {marker}
+{_desirability_html(analysis)}
 <h2 id="surfaces">Response surfaces</h2>{fits}
 <h2 id="frontier">Alignment–uniformity frontier (z)</h2>{_frontier_html(analysis.frontier)}
 <h2 id="trials">Trials</h2>{_trials_html(analysis)}

@@ -699,7 +699,10 @@ def build_design(spec: StudySpec) -> FixedDesign | AdaptiveDesign:
         design = _adaptive_design(spec)
     else:
         design = _fixed_design(spec)
-    _check_metric("target.metric", spec.target.metric, evaluation_metrics(design.sample_config()))
+    reported = evaluation_metrics(design.sample_config())
+    _check_metric("target.metric", spec.target.metric, reported)
+    for i, goal in enumerate(spec.goals):
+        _check_metric(f"goals[{i}].metric", goal.metric, reported)
     return design
 
 

@@ -12,6 +12,9 @@ A study file is YAML (every key: ``docs/study-file.md``)::
     design: {kind: full_factorial, replicates: 2}
     resources: {cpu: 1, gpu: 0}
     target: {metric: probe/knn_top1_h, mode: max}
+    goals:                               # optional: several responses at once (desirability)
+      - {metric: probe/knn_top1_h, goal: max, low: 0.8, high: 0.95}
+      - {metric: z/uniform, goal: min, low: -3.5, high: -2.0, weight: 1, importance: 1}
 
 Every model forbids unknown keys. Values of fixed fields and factors are validated against
 :class:`trainables.config.TrialConfig` row by row when the design is built.
@@ -361,6 +364,32 @@ class Target(_Strict):
     mode: Literal["max", "min"] = "max"
 
 
+class Goal(_Strict):
+    """One response's goal for the overall desirability (Derringer & Suich 1980;
+    ``analysis.desirability``): ``max``, ``min`` or ``target`` between ``low`` and ``high``,
+    ``weight`` the shape exponent, ``importance`` its weight in the geometric mean."""
+
+    metric: str
+    goal: Literal["max", "min", "target"]
+    low: float
+    high: float
+    target: float | None = None
+    weight: float = Field(1.0, gt=0)
+    importance: float = Field(1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _reachable(self) -> Goal:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
+        if self.goal == "target" and (self.target is None or
+                                      not self.low < self.target < self.high):  # fmt: skip
+            raise ValueError(f"goal: target needs low < target < high, got target = "
+                             f"{self.target}")  # fmt: skip
+        if self.goal != "target" and self.target is not None:
+            raise ValueError(f"target is only for goal: target (this goal is {self.goal})")
+        return self
+
+
 class StudySpec(_Strict):
     """A whole study file."""
 
@@ -376,6 +405,18 @@ class StudySpec(_Strict):
     # the references every result is read against (trainables.baselines): measured once per
     # study, they change no trial, so they are not in the fingerprint
     baselines: tuple[Literal["raw", "random_init", "supervised"], ...] = ("raw", "random_init")
+    # several responses at once (the report's overall desirability): read when the study is
+    # analysed, they change no trial, so they are not in the fingerprint either
+    goals: tuple[Goal, ...] = ()
+
+    @field_validator("goals")
+    @classmethod
+    def _goals_once(cls, goals: tuple[Goal, ...]) -> tuple[Goal, ...]:
+        metrics = [g.metric for g in goals]
+        repeated = sorted({m for m in metrics if metrics.count(m) > 1})
+        if repeated:
+            raise ValueError(f"goals: {repeated[0]!r} has two goals")
+        return goals
 
     @field_validator("baselines")
     @classmethod
@@ -451,7 +492,7 @@ class StudySpec(_Strict):
     @property
     def sha(self) -> str:
         """Fingerprint of everything that changes what runs (the description does not)."""
-        unrun = ("description", "baselines")  # neither changes what a trial runs
+        unrun = ("description", "baselines", "goals")  # none changes what a trial runs
         data = {k: v for k, v in self.model_dump(mode="json").items() if k not in unrun}
         for option in LATER_OPTIONS:  # absent from fingerprints made before they existed
             if self.design.kind not in DESIGN_OPTIONS[option]:

@@ -36,6 +36,7 @@ from typing import Any
 
 from analysis.record import (
     BLOCK_TAG,
+    GOALS_TAG,
     PARENT,
     ROLE_TAG,
     TRIAL,
@@ -805,6 +806,8 @@ class StudyRecord:
             note = _replace_line(note, REPORT_LINE, report)
         self.client.set_experiment_tag(self.experiment_id, MLFLOW_RUN_NOTE, note)
         self.client.set_experiment_tag(self.experiment_id, PRIMARY_METRIC_TAG, spec.target.metric)
+        goals = [g.model_dump(mode="json") for g in spec.goals]
+        self.client.set_tag(parent_id, GOALS_TAG, json.dumps(goals, sort_keys=True))
         now = int(time.time() * 1000)
         for key, (name, state) in runs_views(spec).items():
             created = now

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from analysis.plots import (
     _class_spread,
+    _desirability,
     _interactions,
     _main_effects,
     _phase_diagram,
@@ -36,6 +37,7 @@ from analysis.plots._common import (
     _unslug,
     _varies,
 )
+from analysis.plots._desirability import desirability_contours
 from analysis.plots._interactions import interactions
 from analysis.plots._main_effects import main_effects
 from analysis.plots._phase_diagram import _PHASE_METRICS, phase_diagram
@@ -54,6 +56,7 @@ _FIGURE_MODULES = (
     _phase_diagram,
     _probe_vs_temperature,
     _surface_contours,
+    _desirability,
     _class_spread,
     _shift,
 )
@@ -237,23 +240,38 @@ def all_figures(
     surfaces: dict[str, Any] | None = None,
     response: str = "probe/knn_top1_h",
     no_optimum: frozenset[str] = frozenset(),
+    desirability: Any = None,
 ) -> dict[str, Figure]:
     """Every figure that applies to this study, by file name: the plane in z and h, trajectories
     (given a history), main effects and interactions of ``response``, temperature × candidates
     phase diagrams and probe-vs-temperature (when temperature varies), and contours of each
     surface in ``surfaces`` (response -> fitted surface) over its first two numeric factors,
     except the responses in ``no_optimum`` (their models do not beat the mean: no surface to
-    draw),
-    per-class geometry by design point (when ``{space}/*_worst_class`` and ``_class_spread``
-    are recorded) and probe accuracy under corruption (when shift-test columns are)."""
+    draw), the overall desirability over the first two numeric factors (given ``desirability``,
+    the most desirable point under the study's goals), per-class geometry by design point (when
+    ``{space}/*_worst_class`` and ``_class_spread`` are recorded) and probe accuracy under
+    corruption (when shift-test columns are)."""
     return {
         **_plane_figures(df, history, response),
         **_effect_figures(df, response),
         **_temperature_figures(df, response),
         **_contour_figures(surfaces or {}, no_optimum),
+        **_desirability_figures(desirability, surfaces or {}),
         **_class_spread_figures(df),
         **_shift_figures(df),
     }
+
+
+def _desirability_figures(found: Any, surfaces: dict[str, Any]) -> dict[str, Figure]:
+    if found is None or isinstance(found, str) or any(g.metric not in surfaces
+                                                      for g in found.goals):  # fmt: skip
+        return {}
+    first = surfaces[found.goals[0].metric]
+    numeric = [f for f in first.factors if first.coding[f].kind == "numeric"]
+    if len(numeric) < 2:
+        return {}
+    key = f"desirability_{_slug(numeric[0])}_{_slug(numeric[1])}"
+    return {key: desirability_contours(found, surfaces, numeric[0], numeric[1])}
 
 
 def _class_spread_figures(df: pd.DataFrame) -> dict[str, Figure]:

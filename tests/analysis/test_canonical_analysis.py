@@ -118,22 +118,39 @@ def test_paper_helicopter_canonical_path_matches_rsm():
         printed(at, yhat)
 
 
-def test_a_rising_ridge_is_named_and_its_far_stationary_point_matches_rsm():
-    """codata (rsm's R/datasets.R): canonical(CO.rsm, threshold = 0) finds the stationary point
-    far outside the region; one eigenvalue is near zero (a ridge), and the report says both."""
+def codata():
     x1 = [-1, -1, 0, 0, 1, 1, -1, -1, 0, 0, 1, 1, -1, -1, 0, 0, 1, 1]
     x2 = [-1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1]
     y = [61.9, 65.6, 80.9, 78, 89.7, 93.8, 72.1, 67.3, 80.1, 81.4, 77.8, 74.8, 66.4, 68.2, 68.9,
          66, 60.2, 57.9]  # fmt: skip
     frame = pd.DataFrame({"x1": x1, "x2": x2, "CO": y})
-    found = canonical_analysis(fit_response_surface(frame, "CO", ["x1", "x2"],
-                                                    scales=linear("x1", "x2")))  # fmt: skip
+    return fit_response_surface(frame, "CO", ["x1", "x2"], scales=linear("x1", "x2"))
+
+
+def test_a_ridge_is_named_and_its_stationary_point_taken_on_it_as_rsm_does():
+    """codata (rsm's R/datasets.R; coded as rsm codes it): canonical(CO.rsm) finds one
+    eigenvalue under a tenth of the largest, prints it as 0 and moves the stationary point onto
+    the ridge ("Near-stationary-ridge situation detected -- stationary point altered")."""
+    found = canonical_analysis(codata())
+    assert found.kind == "ridge" and found.flat_directions == (0,)
+    printed(found.stationary_coded["x1"], "-0.06302658")
+    printed(found.stationary_coded["x2"], "-0.05997463")
+    printed(found.eigenvalues[1], "-8.886833")
+    same_up_to_sign(np.array(found.eigenvectors)[:, 0], ["0.6893497", "-0.7244288"])
+    same_up_to_sign(np.array(found.eigenvectors)[:, 1], ["-0.7244288", "-0.6893497"])
+    assert found.inside
+    assert any("a ridge, along which the response hardly changes, and a maximum across it" in n
+               for n in found.notes)  # fmt: skip
+
+
+def test_without_a_threshold_the_far_stationary_point_matches_rsm():
+    """canonical(CO.rsm, threshold = 0): the exact stationary point, far outside the region."""
+    found = canonical_analysis(codata(), threshold=0)
     printed(found.eigenvalues[0], "0.1868328")
     printed(found.eigenvalues[1], "-8.8868328")
     printed(found.stationary_coded["x1"], "-14.81387")
     printed(found.stationary_coded["x2"], "15.44149")
-    assert found.flat_directions == (0,) and not found.inside
-    assert any("ridge" in n for n in found.notes)
+    assert found.kind == "saddle" and not found.inside
     assert any("outside the design region" in n for n in found.notes)
 
 
@@ -195,7 +212,7 @@ def test_ridge_analysis_of_chem_react_climbs_to_its_maximum_and_says_its_interva
     found = canonical_analysis(surface)
     ridge = ridge_analysis(surface)
     table = ridge.table
-    assert table["radius"].iloc[-1] == pytest.approx(surface.design_radius)
+    assert table["radius"].iloc[-1] == pytest.approx(min(surface.design_radius, 1.0))
     assert surface.design_radius == pytest.approx(1.0, abs=1e-3)  # the axial points (and corners)
     # at the stationary point's distance the ridge's best is the maximum itself
     at = ridge_analysis(surface, radii=[found.distance]).table.iloc[0]

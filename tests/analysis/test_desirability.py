@@ -219,3 +219,41 @@ def test_an_optimum_on_the_regions_edge_is_said():
     assert "temperature" in found.edges
     assert found.point["temperature"] == pytest.approx(0.8, rel=1e-3)
     assert "on the region's edge (temperature" in found.sentences()[1]
+
+
+# ---- the study's goals, through the analysis and the report
+def test_the_report_balances_the_study_files_goals_and_draws_d(tmp_path):
+    from analysis.fits import analyse
+    from analysis.report import write_report
+
+    frame = two_responses()
+    frame["point_id"] = [f"p{i // 2}" for i in range(len(frame))]
+    frame["replicate"] = [i % 2 for i in range(len(frame))]
+    frame.attrs |= {"study": "goals", "goals": [
+        {"metric": "probe/knn_top1_h", "goal": "max", "low": 0.75, "high": 0.85},
+        {"metric": "z/uniform", "goal": "min", "low": -3.5, "high": -2.5},
+    ]}  # fmt: skip
+    analysis = analyse(frame, ("probe/knn_top1_h",))  # z/uniform joins as a goal's response
+    assert set(analysis.fits) == {"probe/knn_top1_h", "z/uniform"}
+    found = analysis.desirability
+    assert found.overall == pytest.approx(0.5, abs=0.02)
+    summary = analysis.to_json()["desirability"]
+    assert summary["overall"] == pytest.approx(found.overall)
+    assert [g["metric"] for g in summary["goals"]] == ["probe/knn_top1_h", "z/uniform"]
+    written = write_report(analysis, tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert "Several goals at once (desirability)" in page
+    assert "Most desirable point in the design region" in page
+    assert "figure:desirability_temperature_batch_size" in written
+    assert page.index("Several goals at once") < page.index("Response surfaces")
+
+
+def test_goals_on_a_response_no_factor_moves_give_no_overall_desirability():
+    from analysis.fits import analyse
+
+    frame = two_responses()
+    frame["flat"] = 0.5 + np.tile([0.001, -0.001], len(frame) // 2)
+    frame.attrs |= {"goals": [{"metric": "flat", "goal": "max", "low": 0, "high": 1}]}
+    found = analyse(frame, ("probe/knn_top1_h",)).desirability
+    assert found == ("no overall desirability: the model of flat does not beat the mean, so its "
+                     "predictions carry no information to balance")  # fmt: skip
