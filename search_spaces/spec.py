@@ -383,7 +383,7 @@ class Goal(_Strict):
             raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
         if self.goal == "target" and (self.target is None or
                                       not self.low < self.target < self.high):  # fmt: skip
-            raise ValueError(f"goal: target needs low < target < high, got target = "
+            raise ValueError(f"a target goal needs low < target < high, got target = "
                              f"{self.target}")  # fmt: skip
         if self.goal != "target" and self.target is not None:
             raise ValueError(f"target is only for goal: target (this goal is {self.goal})")

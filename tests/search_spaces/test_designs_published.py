@@ -273,9 +273,9 @@ def test_options_for_other_kinds_leave_old_fingerprints_alone():
     assert "alpha" not in s.canonical()["design"] and "center" not in s.canonical()["design"]
     import hashlib
 
-    # baselines change no trial: studies recorded before them keep their fingerprint
+    # baselines and goals change no trial: studies recorded before them keep their fingerprint
     data = {k: v for k, v in s.model_dump(mode="json").items()
-            if k not in ("description", "baselines")}  # fmt: skip
+            if k not in ("description", "baselines", "goals")}  # fmt: skip
     for option in ("alpha", "center"):
         data["design"].pop(option)
     data["resources"].pop("workers")  # neither had studies recorded before resources.workers

@@ -217,6 +217,36 @@ CASES = [
         "[0, 64]",
     ),
     Bad("study-name-with-spaces", _set("study", value="my study"), "study", "'my study'"),
+    Bad(
+        "goal-low-not-below-high",
+        _set(
+            "goals",
+            value=[{"metric": "probe/knn_top1_h", "goal": "max", "low": 0.9, "high": "1e-3"}],
+        ),
+        "goals.0",
+        "low (0.9) must be below high (0.001)",
+    ),
+    Bad(
+        "goal-target-outside-its-range",
+        _set(
+            "goals",
+            value=[{"metric": "z/uniform", "goal": "target", "low": -3, "high": -2, "target": -1}],
+        ),
+        "goals.0",
+        "target = -1.0",
+    ),
+    Bad(
+        "goal-metric-not-reported",
+        _set("goals", value=[{"metric": "z/uniformity", "goal": "min", "low": -3, "high": -2}]),
+        "goals[0].metric",
+        "'z/uniformity'",
+    ),
+    Bad(
+        "goal-twice-for-one-metric",
+        _set("goals", value=[{"metric": "z/uniform", "goal": "min", "low": -3, "high": -2}] * 2),
+        "goals",
+        "'z/uniform' has two goals",
+    ),
 ]
 
 
@@ -231,6 +261,7 @@ EXPLAINS = {
     "tracking-uri-dead": "does not answer",
     "fractional-factorial-two-factors": "got 2",
     "gpu-beyond-machine": f"has {torch.cuda.device_count()}",
+    "goal-metric-not-reported": "did you mean 'z/uniform'",
 }
 
 
