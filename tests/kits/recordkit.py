@@ -16,13 +16,13 @@ NAME = "default-digits"
 SEED_LUCK = (0.004, -0.004)  # shared by every point: the replicate is a block
 
 
-def record_study(folder: Path, name: str = NAME) -> str:
+def record_study(folder: Path, name: str = NAME, goals: tuple = ()) -> str:
     """The default study, finished, in ``folder/mlflow.db``: k-NN accuracy falls 1.5 points per
     doubling of temperature (plus each seed's luck and a little noise), so its model beats the
     mean and names an optimum; z/align and z/uniform are smooth in both factors. Returns the
-    store's URI."""
+    store's URI. ``goals``: the study file's goals (``search_spaces.spec.Goal``)."""
     uri = f"sqlite:///{folder / 'mlflow.db'}"
-    spec = load_spec(None).model_copy(update={"study": name})
+    spec = load_spec(None).model_copy(update={"study": name, "goals": tuple(goals)})
     design = build_design(spec)
     record = StudyRecord(uri, name, folder / "artifacts")
     parent = record.start_parent(spec, design, "planted by tests/kits/recordkit.py")

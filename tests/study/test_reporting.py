@@ -15,6 +15,7 @@ from recordkit import NAME, record_study
 from analysis.headline import Headline
 from analysis.load import read_results
 from analysis.report import analyse
+from search_spaces.spec import Goal
 from study.export import export_parquet
 from study.record import MAX_TAG, StudyRecord
 from study.reporting import findings_lead, make_report, parent_note, source_return
@@ -55,6 +56,26 @@ def test_the_report_is_written_attached_and_described(recorded, tmp_path):
     # the experiment's description points at the report and at the folder it was kept in
     described = record.client.get_experiment(record.experiment_id).tags[NOTE]
     assert "report/report.html" in described and str(out.resolve()) in described
+
+
+@pytest.mark.slow
+def test_the_study_files_goals_reach_the_report_through_the_record(tmp_path):
+    goals = (Goal(metric="probe/knn_top1_h", goal="max", low=0.9, high=0.97),
+             Goal(metric="z/uniform", goal="min", low=-4.5, high=-2.0, importance=2))  # fmt: skip
+    uri = record_study(tmp_path / "store", "with-goals", goals)
+    record = StudyRecord.existing(uri, "with-goals")
+    df = read_results(export_parquet(record, tmp_path / "r.parquet"))
+    assert df.attrs["goals"] == [g.model_dump(mode="json") for g in goals]
+    summary, out = make_report(record, None, tmp_path / "report", tracking_uri=uri)
+    found = summary["desirability"]
+    assert [g["metric"] for g in found["goals"]] == ["probe/knn_top1_h", "z/uniform"]
+    assert 0 < found["overall"] <= 1
+    # both goals are met best at the lowest temperature the design tried
+    assert found["point"]["temperature"] == pytest.approx(0.1)
+    assert "temperature" in found["edges"]
+    assert "temperature" in found["point"] and found["responses"]["z/uniform"]["interval"]
+    assert "Several goals at once (desirability)" in (out / "report.html").read_text()
+    assert list((out / "figures").glob("desirability_temperature_batch_size.*"))
 
 
 def test_a_record_without_evidence_artifacts_has_no_source_return(recorded, tmp_path):
