@@ -648,7 +648,53 @@ def _points_latin_hypercube(spec: StudySpec) -> tuple[list[Point], dict]:
     return points, {}
 
 
+def _points_listed(spec: StudySpec) -> tuple[list[Point], dict]:
+    """``design.points`` as written: each names a value of every factor, a numeric one within
+    the factor's bounds, a categorical one among its levels; integer fields (the batch size)
+    snap to a value that keeps the budget matched, and say so."""
+    listed = spec.design.points
+    if not listed:
+        raise StudyError("design.points: a points design needs its points (a list of factor "
+                         "values)")  # fmt: skip
+    fixed, points = fixed_fields(spec), []
+    for i, given in enumerate(listed):
+        where = f"design.points[{i}]"
+        if set(given) != set(spec.factors):
+            missing = sorted(set(spec.factors) - set(given))
+            extra = sorted(set(given) - set(spec.factors))
+            raise StudyError(f"{where}: every point names each factor once (missing "
+                             f"{missing or 'none'}, not a factor {extra or 'none'})")  # fmt: skip
+        values, snapped = {}, {}
+        for name, factor in spec.factors.items():
+            values[name] = _listed_value(f"{where}.{name}", name, factor, given[name], fixed,
+                                         snapped)  # fmt: skip
+        points.append(Point(values, snapped))
+    return points, {}
+
+
+def _listed_value(where: str, name: str, factor, value: Any, fixed: dict, snapped: dict) -> Any:
+    if not factor.is_numeric:
+        value = next((level for level in factor.levels if str(level) == str(value)), value)
+        if value not in factor.levels:
+            raise StudyError(f"{where}: {value!r} is not one of the levels {factor.levels}")
+        return value
+    try:
+        number = float(value)  # YAML 1.1 reads 1e-3 as text
+    except (TypeError, ValueError):
+        raise StudyError(f"{where}: {value!r} is not a number") from None
+    lo, hi = factor.bounds
+    if not lo <= number <= hi:
+        raise StudyError(f"{where}: {number:g} lies outside the factor's bounds [{lo:g}, {hi:g}]")
+    if name in INTEGER_FIELDS:
+        result = _snap(name, number, factor, fixed)
+        if not math.isclose(result, number):
+            snapped[name] = number
+        return result
+    return number
+
+
 GENERATORS = {
+    "points": _points_listed,
     "full_factorial": _points_full_factorial,
     "fractional_factorial": _points_fractional,
     "central_composite": _points_central_composite,

@@ -33,6 +33,7 @@ from search_spaces.designs import (
     _default,
     _fixed_design,
     _on_scale,
+    _snap,
     _valid_batches,
     build_design,
     fixed_fields,
@@ -444,3 +445,103 @@ def _canonical_text(spec: StudySpec) -> str:
     if _reads_back_as(text, spec):
         return text
     return yaml.safe_dump(spec.canonical(), sort_keys=False, allow_unicode=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the next study (study next): more replicates, a path, or a new region, as a new study file
+# ---------------------------------------------------------------------------------------------
+def next_name(study: str) -> str:
+    """``<study>-next1`` after ``<study>``, ``<study>-next2`` after ``<study>-next1``."""
+    base, _, number = study.rpartition("-next")
+    if base and number.isdigit():
+        return f"{base}-next{int(number) + 1}"
+    return f"{study}-next1"
+
+
+def next_path(source: Path, study: str) -> Path:
+    """Where the next study file goes: beside the finished one, named after the new study."""
+    return source.with_name(f"{next_name(study)}.yaml")
+
+
+def next_spec(spec: StudySpec, step: dict[str, Any]) -> tuple[StudySpec, FixedDesign]:
+    """The study that follows ``spec``, from ``step`` (``analysis.next_study.NextStep`` as plain
+    data: ``kind`` replicates, path, zoom or move; ``reason``, ``replicates``, ``points``,
+    ``bounds``, ``fixed``), with its design built and every trial validated: the same fixed
+    fields, budget (so every trial sees the same number of examples), resources, target and
+    goals. A path's farthest points are dropped while they are not valid trials (a temperature
+    or batch size no trial can take), down to two."""
+    data = spec.canonical()
+    data["study"] = next_name(spec.study)
+    data["description"] = f"after {spec.study}: {step['reason']}"
+    design = {"replicates": spec.design.replicates, "seed": spec.design.seed}
+    kind = step["kind"]
+    if kind == "replicates":
+        data["design"] = {k: v for k, v in data["design"].items() if v is not None} | {
+            "replicates": int(step["replicates"])}  # fmt: skip
+        data["design"].pop("augments", None)
+        return _built(data)
+    _hold(data, step.get("fixed") or {})
+    if kind == "path":
+        points = [dict(p) for p in step["points"]]
+        while True:
+            data["factors"] = _ranges(spec, data, points)
+            data["design"] = design | {"kind": "points", "points": points}
+            try:
+                return _built(data)
+            except StudyError:
+                if len(points) <= 2:
+                    raise
+                points = points[:-1]
+    if kind in ("zoom", "move"):
+        data["factors"] = {
+            name: ({"range": list(step["bounds"][name]), "scale": spec.factors[name].scale}
+                   if name in step["bounds"] else factor)
+            for name, factor in data["factors"].items()
+        }  # fmt: skip
+        data["design"] = design | {"kind": "central_composite", "face": "ccf",
+                                   "center": spec.design.center}  # fmt: skip
+        return _built(data)
+    raise StudyError(f"no next study file for a next step of kind {kind!r}")
+
+
+def _hold(data: dict[str, Any], fixed: dict[str, Any]) -> None:
+    """Categorical factors held at ``fixed`` levels: fixed fields of the new study."""
+    for name, level in fixed.items():
+        data["factors"].pop(name, None)
+        data["trial"][name] = level
+
+
+def _ranges(spec: StudySpec, data: dict[str, Any], points: list[dict]) -> dict[str, Any]:
+    """Each numeric factor's range over ``points`` (a factor the points do not move becomes a
+    fixed field); the points keep only the factors that remain."""
+    factors = {}
+    for name in list(points[0]):
+        values = [p[name] for p in points]
+        if math.isclose(min(values), max(values)):
+            held = values[0]
+            if name in INTEGER_FIELDS:  # a batch size that keeps the budget matched
+                held = _snap(name, held, spec.factors[name], fixed_fields(spec))
+            data["trial"][name] = held
+            for p in points:
+                p.pop(name)
+            continue
+        factors[name] = {"range": [min(values), max(values)], "scale": spec.factors[name].scale}
+    return factors
+
+
+def _built(data: dict[str, Any]) -> tuple[StudySpec, FixedDesign]:
+    new = parse_spec(data, f"{data['study']} (study next)")
+    return new, build_design(new)
+
+
+def next_yaml(spec: StudySpec, previous: str, reason: str) -> str:
+    """The next study file: a comment saying where it comes from and why, then the spec."""
+    header = [f"# {spec.study}: written by `study next` after {previous}.",
+              *(f"# {line}" for line in _wrapped(f"Why: {reason}."))]  # fmt: skip
+    return "\n".join(header) + "\n" + _canonical_text(spec)
+
+
+def _wrapped(text: str, width: int = 96) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width)

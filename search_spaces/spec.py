@@ -199,7 +199,7 @@ class Design(_Strict):
 
     kind: Literal[
         "full_factorial", "fractional_factorial", "central_composite", "box_behnken",
-        "latin_hypercube", "optuna",
+        "latin_hypercube", "optuna", "points",
     ] = "full_factorial"  # fmt: skip
     replicates: int = Field(1, ge=1)
     # replicate r of every point runs with seed + r (common random numbers); centre run c of a
@@ -221,6 +221,9 @@ class Design(_Strict):
     # central_composite: the finished two-level factorial it extends as a second block (left
     # out of model_dump, so every fingerprint made before it existed stays the same)
     augments: Augments | None = Field(None, exclude=True)
+    # points: the design points themselves, each naming a value of every factor (study next
+    # writes the points along a path of steepest ascent this way)
+    points: tuple[dict[str, Any], ...] | None = None
     # optuna: the metric to optimise
     metric: str | None = None
     mode: Literal["max", "min"] = "max"
@@ -248,6 +251,23 @@ class Design(_Strict):
                 "lie at ±alpha coded units and alpha < 1 would put them inside the factorial cube"
             )
         return number
+
+    @field_validator("points")
+    @classmethod
+    def _numbers_in_points(cls, points):
+        """A point's numbers as numbers, however they were read (the loader keeps text), and
+        whole ones as integers, so a file and the mapping it was written from agree."""
+        if points is None:
+            return None
+
+        def number(value: Any) -> Any:
+            if isinstance(value, str) and NUMBER.match(value.strip()):
+                value = float(value)
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            return value
+
+        return tuple({k: number(v) for k, v in point.items()} for point in points)
 
     @model_validator(mode="after")
     def _face_alpha(self) -> Design:
@@ -305,12 +325,13 @@ DESIGN_OPTIONS = {
     "samples": ("latin_hypercube", "optuna"),
     "augments": ("central_composite",),
     "metric": ("optuna",),
+    "points": ("points",),
     "mode": ("optuna",),
 }
 
 # Options added after studies were first recorded: left out of the fingerprint of a design kind
 # that does not read them, so a recorded full factorial still resumes under the same spec_sha.
-LATER_OPTIONS = ("alpha", "center")
+LATER_OPTIONS = ("alpha", "center", "points")
 # TrialConfig fields the study sets from its resources, never from trial: or factors:
 SET_BY_RESOURCES = {
     "workers": "{where}.workers: a trial's data-parallel workers are a resource: set "

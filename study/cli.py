@@ -745,6 +745,50 @@ def augment(
     )
 
 
+@command("next")
+def next_study_file(
+    spec: Annotated[
+        str,
+        typer.Argument(
+            metavar="STUDY_FILE",
+            help="The finished study's file, or a shipped study's name.",
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="The next study file to write; <study>-next1.yaml beside the old one by "
+            "default (<file>-ccd.yaml for a central composite).",
+        ),
+    ] = None,
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Write the study to run after a finished one, and say why: more replicates when nothing
+    was detectable, points along the path of steepest ascent, a central composite, or a
+    smaller region around an optimum inside (or one moved towards an optimum outside).
+
+    Nothing runs until you run the written file with study run."""
+    from study.commands import shell_command, tool
+    from study.record import default_tracking_uri
+    from study.sequential import next_study
+
+    uri = tracking_uri or default_tracking_uri()
+    try:
+        done = next_study(spec, tracking_uri=uri, out=out)
+    except StudyError as err:
+        _fail(err)
+    totals = done.design.totals()
+    typer.echo(f"next: {done.reason}.")
+    typer.echo(
+        f"wrote {done.path}: {done.spec.study}, design {done.spec.design.kind}, "
+        f"{totals['trials']} trials of {totals['examples_per_trial']} examples each"
+    )
+    typer.echo(
+        f"run it: {shell_command(tool('study'), 'run', str(done.path), '--tracking-uri', uri)}"
+    )
+
+
 @command()
 def env() -> None:
     """Print the versions and devices this environment runs studies with."""

@@ -1,4 +1,6 @@
-"""``study augment``: a finished two-level factorial study becomes a central composite.
+"""``study augment``: a finished two-level factorial study becomes a central composite; ``study
+next``: a finished study's next study file, from what its target's fit says
+(:mod:`analysis.next_study`).
 
 Everything is checked before anything is written, and nothing is recorded here: the study file
 (a two-level factorial with a numeric factor), the new design (every axial and centre point a
@@ -13,7 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from search_spaces.designs import FixedDesign, build_design
-from search_spaces.sequential import augment_spec, augmented_path, augmented_yaml
+from search_spaces.sequential import (
+    augment_spec,
+    augmented_path,
+    augmented_yaml,
+    next_path,
+    next_spec,
+    next_yaml,
+)
 from search_spaces.spec import StudyError, StudySpec, load_spec
 from study.commands import shell_command, tool
 from study.record import (
@@ -42,9 +51,10 @@ def _study_file(source: str | Path) -> Path:
     raise StudyError(f"study file {str(source)!r} not found")
 
 
-def check_finished(spec: StudySpec, uri: str, file: Path) -> None:
-    """The factorial ``spec`` is recorded in ``uri``, not yet augmented, with every trial of its
-    design FINISHED; StudyError saying what is missing and the command to run otherwise."""
+def check_finished(spec: StudySpec, uri: str, file: Path, augmenting: bool = True) -> None:
+    """``spec`` is recorded in ``uri`` with every trial of its design FINISHED (and, when
+    ``augmenting``, not augmented yet); StudyError saying what is missing and the command to
+    run otherwise."""
     check_tracking_uri(uri)
     run = shell_command(tool("study"), "run", str(file), "--tracking-uri", uri)
     if not store_exists(uri):
@@ -59,7 +69,7 @@ def check_finished(spec: StudySpec, uri: str, file: Path) -> None:
     if parent is None:
         raise StudyError(f"study {spec.study!r}: its experiment in {uri} has no parent run")
     tags = parent.data.tags
-    if tags.get("study.augments"):
+    if augmenting and tags.get("study.augments"):
         raise StudyError(
             f"study {spec.study!r} was augmented already (its parent run {parent.info.run_id} "
             f"extends spec_sha {tags['study.augments']}): run its augmented study file instead"
@@ -108,3 +118,45 @@ def augment_study(
     target.write_text(text)
     new_trials = sum(1 for t in design.trials if t.block == 2)
     return Augmented(new, design, target, new_trials)
+
+
+@dataclass(frozen=True)
+class Next:
+    """What ``study next`` wrote: the new study, its design, where, and why."""
+
+    spec: StudySpec
+    design: FixedDesign
+    path: Path
+    kind: str
+    reason: str
+
+
+def next_study(source: str | Path, *, tracking_uri: str, out: Path | None = None) -> Next:
+    """``study next``: read the finished study, decide its next step
+    (:func:`analysis.next_study.next_step`) and write that study file beside the old one (a
+    central composite through ``study augment``'s own writer); nothing is recorded."""
+    from analysis.fits import analyse
+    from analysis.load import load_study
+    from analysis.next_study import next_step
+
+    spec = load_spec(source)
+    file = _study_file(source)
+    check_finished(spec, tracking_uri, file, augmenting=False)
+    analysis = analyse(load_study(spec.study, tracking_uri))
+    step = next_step(analysis, spec.design.replicates)
+    if step.kind == "none":
+        raise StudyError(f"study {spec.study!r}: {step.reason}")
+    if step.kind == "augment":
+        new, design = augment_spec(spec)
+        target = out or augmented_path(file)
+        text = augmented_yaml(new, design, file.name, file.read_text())
+    else:
+        new, design = next_spec(spec, step.to_json())
+        target = out or next_path(file, spec.study)
+        text = next_yaml(new, f"{spec.study} ({file.name})", step.reason)
+    if target.exists() and target.read_text() != text:
+        raise StudyError(
+            f"--out {str(target)!r} exists with other content; remove it or give another --out"
+        )
+    target.write_text(text)
+    return Next(new, design, target, step.kind, step.reason)

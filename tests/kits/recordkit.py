@@ -16,28 +16,38 @@ NAME = "default-digits"
 SEED_LUCK = (0.004, -0.004)  # shared by every point: the replicate is a block
 
 
-def record_study(folder: Path, name: str = NAME, goals: tuple = ()) -> str:
-    """The default study, finished, in ``folder/mlflow.db``: k-NN accuracy falls 1.5 points per
-    doubling of temperature (plus each seed's luck and a little noise), so its model beats the
-    mean and names an optimum; z/align and z/uniform are smooth in both factors. Returns the
-    store's URI. ``goals``: the study file's goals (``search_spaces.spec.Goal``)."""
+def default_truth(u: float, v: float, replicate: int, i: int) -> dict[str, float]:
+    """The default study's planted finals at log2(τ/0.1) = u, log2(B/64) = v: k-NN accuracy
+    falls 1.5 points per doubling of temperature (plus each seed's luck and a little noise)."""
+    noise = (0.003, -0.002, -0.001, 0.002, 0.002, -0.003, -0.002, 0.001)[i % 8]
+    luck = SEED_LUCK[replicate % 2]
+    return {
+        "probe/knn_top1_h": 0.95 - 0.015 * u + luck + noise,
+        "probe/linear_top1_h": 0.90 - 0.01 * v + luck - noise,
+        "probe/knn_top1_z": 0.85 - 0.01 * u + luck + noise,
+        "z/align": 0.2 + 0.3 * u + 0.05 * v + noise,
+        "z/uniform": -3.4 + 0.4 * u + 0.1 * v - noise,
+    }
+
+
+def record_study(
+    folder: Path, name: str = NAME, goals: tuple = (), spec=None, truth=default_truth
+) -> str:
+    """The default study (or ``spec``), finished, in ``folder/mlflow.db``, each trial's finals
+    ``truth(u, v, replicate, i)`` at u = log2(τ/0.1), v = log2(B/64) (by default
+    :func:`default_truth`: its model beats the mean and names an optimum; z/align and z/uniform
+    are smooth in both factors). Returns the store's URI. ``goals``: the study file's goals
+    (``search_spaces.spec.Goal``)."""
     uri = f"sqlite:///{folder / 'mlflow.db'}"
-    spec = load_spec(None).model_copy(update={"study": name, "goals": tuple(goals)})
+    spec = spec or load_spec(None)
+    spec = spec.model_copy(update={"study": name, "goals": tuple(goals) or spec.goals})
     design = build_design(spec)
     record = StudyRecord(uri, name, folder / "artifacts")
     parent = record.start_parent(spec, design, "planted by tests/kits/recordkit.py")
     budget = int(spec.trial["budget_examples"])
     for i, plan in enumerate(design.trials):
         tau, batch = plan.config.temperature, plan.config.batch_size
-        u, v = math.log2(tau / 0.1), math.log2(batch / 64)
-        noise = (0.003, -0.002, -0.001, 0.002, 0.002, -0.003, -0.002, 0.001)[i % 8]
-        final = {
-            "probe/knn_top1_h": 0.95 - 0.015 * u + SEED_LUCK[plan.replicate] + noise,
-            "probe/linear_top1_h": 0.90 - 0.01 * v + SEED_LUCK[plan.replicate] - noise,
-            "probe/knn_top1_z": 0.85 - 0.01 * u + SEED_LUCK[plan.replicate] + noise,
-            "z/align": 0.2 + 0.3 * u + 0.05 * v + noise,
-            "z/uniform": -3.4 + 0.4 * u + 0.1 * v - noise,
-        }
+        final = truth(math.log2(tau / 0.1), math.log2(batch / 64), plan.replicate, i)
         run = record.ensure_trial_run(plan, parent, spec.sha)
         record.begin_attempt(run)
         for step, share in ((budget // 2, 0.5), (budget, 1.0)):

@@ -62,6 +62,7 @@ def test_the_report_is_written_attached_and_described(recorded, tmp_path):
 def test_the_study_files_goals_reach_the_report_through_the_record(tmp_path):
     goals = (Goal(metric="probe/knn_top1_h", goal="max", low=0.9, high=0.97),
              Goal(metric="z/uniform", goal="min", low=-4.5, high=-2.0, importance=2))  # fmt: skip
+    (tmp_path / "store").mkdir()
     uri = record_study(tmp_path / "store", "with-goals", goals)
     record = StudyRecord.existing(uri, "with-goals")
     df = read_results(export_parquet(record, tmp_path / "r.parquet"))

@@ -1,0 +1,195 @@
+"""The next study after a finished one: what its target's fit says to run next, computed into a
+frozen :class:`NextStep` that ``study next`` turns into a study file (sequential
+experimentation: Box & Wilson 1951; Myers, Montgomery & Anderson-Cook, ch. 5-6).
+
+From the target's fit (the study file's ``target``), in this order:
+
+1. nothing modelled, or a fit with no error: no next design is named (``none``), or more
+   replicates when the fit reproduces every trial (nothing to test effects against);
+2. no factor moves the target detectably: **more replicates**, as many per point as
+   ``study power`` says would detect half the smallest effect detectable now (``replicates``);
+3. a model without curvature terms (a two-level factorial) whose best point lies on the
+   region's edge, whose direction of steepest ascent is established (its confidence cone
+   excludes some directions) and whose interactions are not detected: **points along the path
+   of steepest ascent** (``path``), one to five coded units past the region's edge;
+4. another model without curvature terms: **a central composite** (``augment``: the axial and
+   centre points ``study augment`` adds), since two levels cannot show where the surface bends;
+5. a second-order model whose stationary point is the optimum sought (a maximum for ``max``, a
+   minimum for ``min``) inside the region: **a smaller region around it** (``zoom``: half the
+   width, centred there) to confirm and sharpen it;
+6. another second-order model (a saddle, a ridge, an optimum outside): **a region moved** to
+   where ridge analysis finds the best predicted point at the design's edge (``move``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from analysis.power import MAX_REPLICATES, replicates_for
+
+if TYPE_CHECKING:
+    from analysis.fits import ResponseFit, StudyAnalysis
+
+ALPHA = 0.05
+PATH_STEPS = 5  # points along the path of steepest ascent, one coded unit apart
+ZOOM = 0.5  # the zoomed region's half-width, in the finished study's coded units
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """What to run next (see the module docstring). ``points`` (``path``) are the factor values
+    of each new point; ``bounds`` (``zoom`` and ``move``) the new range of each numeric factor;
+    ``fixed`` the categorical factors' levels the new study holds (the optimum's); ``reason``
+    says why, in words, for the terminal and the new file's description."""
+
+    kind: Literal["none", "replicates", "path", "augment", "zoom", "move"]
+    reason: str
+    metric: str
+    replicates: int | None = None
+    points: tuple[dict[str, float], ...] = ()
+    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+    fixed: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "reason": self.reason, "metric": self.metric,
+                "replicates": self.replicates, "points": list(self.points),
+                "bounds": {k: list(v) for k, v in self.bounds.items()},
+                "fixed": self.fixed}  # fmt: skip
+
+
+def next_step(analysis: StudyAnalysis, replicates_now: int) -> NextStep:
+    """The next study's design for ``analysis`` (see the module docstring); ``replicates_now``
+    is the finished study's replicates per point."""
+    target = analysis.results.attrs.get("target") or {"metric": "probe/knn_top1_h"}
+    metric = target["metric"]
+    fit = analysis.fits.get(metric)
+    if fit is None or fit.surface is None:
+        why = fit.reason if fit is not None else f"{metric} was not analysed"
+        return NextStep("none", f"no next design is named: {metric} has no model ({why})",
+                        metric)  # fmt: skip
+    s = fit.surface
+    if s.exact:
+        more = max(2, 2 * replicates_now)
+        return NextStep("replicates", f"the model of {metric} reproduces every trial, so there "
+                        "is no error to test an effect against: replicate every point "
+                        f"({more} per point)", metric, replicates=more)  # fmt: skip
+    if fit.findings is not None and not fit.findings.beats_mean:
+        return _more_replicates(fit, replicates_now)
+    if not all(f"I({n} ** 2)" in s.terms for n in s.numeric):
+        return _first_order(fit)
+    return _second_order(fit)
+
+
+def _more_replicates(fit: ResponseFit, replicates_now: int) -> NextStep:
+    metric = fit.response
+    effects = [e for e in fit.findings.effects if e.detectable is not None]
+    if not effects:
+        return NextStep("none", f"no factor moved {metric} detectably, and this design gives "
+                        "no detectable size to plan replicates from", metric)  # fmt: skip
+    sharpest = min(effects, key=lambda e: e.detectable)
+    plan = next(p for p in replicates_for(fit.surface, sharpest.detectable / 2)
+                if p.factor == sharpest.factor)  # fmt: skip
+    if plan.replicates_needed is None:
+        return NextStep("none", f"no factor moved {metric} detectably, and detecting half the "
+                        f"smallest detectable effect of {sharpest.factor} would need more than "
+                        f"{MAX_REPLICATES} replicates per point", metric)  # fmt: skip
+    return NextStep(
+        "replicates",
+        f"no factor moved {metric} detectably; {plan.replicates_needed} replicates per point "
+        f"(instead of {replicates_now}) would detect half the smallest effect detectable now "
+        f"for {sharpest.factor} (study power)",
+        metric, replicates=plan.replicates_needed,
+    )  # fmt: skip
+
+
+def _edge_factors(s) -> list[str]:
+    return [n for n, v in (s.optimum_coded or {}).items()
+            if s.coding[n].kind == "numeric" and abs(v) >= 0.98]  # fmt: skip
+
+
+def _interactions_detected(s) -> list[str]:
+    rows = s.coefficients[[":" in str(t) for t in s.coefficients.index]]
+    return [str(t) for t, p in rows["p"].items() if p == p and p <= ALPHA]
+
+
+def _first_order(fit: ResponseFit) -> NextStep:
+    s, metric = fit.surface, fit.response
+    path = fit.direction.steepest
+    edges, bent = _edge_factors(s), _interactions_detected(s)
+    if path is not None and path.excluded_share > 0 and edges and not bent:
+        direction = np.array(path.direction)
+        leaves = 1.0 / float(np.abs(direction).max())  # where the path crosses the box's face
+        distances = leaves + np.arange(1, PATH_STEPS + 1, dtype=float)
+        coded = distances[:, None] * direction[None, :]
+        natural = s.natural(coded)
+        # four digits: a person reads and may edit the file
+        points = tuple({n: float(f"{natural[n].iloc[i]:.4g}") for n in s.numeric}
+                       for i in range(len(distances)))  # fmt: skip
+        way = "ascent" if s.goal == "max" else "descent"
+        return NextStep(
+            "path",
+            f"a plane fits {metric} and its best point lies on the edge of the region "
+            f"({', '.join(edges)}); the path of steepest {way}"
+            f" is established (its 95% cone leaves out {path.excluded_share:.0%} of directions), "
+            f"so the next study runs {len(points)} points along it, 1 to {PATH_STEPS} coded units "
+            "past the region's edge",
+            metric, points=points, fixed=s.levels_at_optimum(),
+        )  # fmt: skip
+    if bent:
+        why = f"its interactions are detected ({', '.join(bent)}), so the surface bends"
+    elif not edges:
+        why = "its best point lies inside the region, where a plane cannot place an optimum"
+    else:
+        why = "the direction of steepest ascent is not established (its cone holds every direction)"
+    return NextStep(
+        "augment",
+        f"a model without curvature terms fits {metric}, but {why}: add the axial and centre "
+        "points of a central composite (study augment) to estimate the curvature",
+        metric,
+    )  # fmt: skip
+
+
+def _second_order(fit: ResponseFit) -> NextStep:
+    s, metric = fit.surface, fit.response
+    canonical, ridge = fit.direction.canonical, fit.direction.ridge
+    sought = "maximum" if s.goal == "max" else "minimum"
+    if canonical is not None and canonical.kind == sought and canonical.inside:
+        centre = np.array([canonical.stationary_coded[n] for n in s.numeric])
+        bounds = _bounds(s, centre, ZOOM)
+        return NextStep(
+            "zoom",
+            f"the fitted {metric} has a {sought} inside the region, at "
+            f"{_where(canonical.stationary)}: the next study is a central composite of half the "
+            "width around it, to confirm and sharpen it",
+            metric, bounds=bounds, fixed=s.levels_at_optimum(),
+        )  # fmt: skip
+    edge = ridge.table.iloc[-1]
+    centre = np.array([edge[f"x.{n}"] for n in s.numeric])
+    shape = ("its stationary point is a " + canonical.kind if canonical is not None
+             and canonical.stationary is not None else "it has no stationary point")  # fmt: skip
+    where = "inside" if canonical is not None and canonical.inside else "outside the region"
+    return NextStep(
+        "move",
+        f"the fitted {metric} has no {sought} inside the region ({shape}, {where}); ridge "
+        f"analysis finds its best predicted point at the region's edge, at "
+        f"{_where({n: float(edge[n]) for n in s.numeric})}: the next study is a central "
+        "composite of the same width centred there",
+        metric, bounds=_bounds(s, centre, 1.0), fixed=s.levels_at_optimum(),
+    )  # fmt: skip
+
+
+def _bounds(s, centre: np.ndarray, half_width: float) -> dict[str, tuple[float, float]]:
+    out = {}
+    for i, name in enumerate(s.numeric):
+        coding = s.coding[name]
+        out[name] = (float(coding.decode(centre[i] - half_width)),
+                     float(coding.decode(centre[i] + half_width)))  # fmt: skip
+    return out
+
+
+def _where(point: dict[str, Any]) -> str:
+    return ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
+                     for k, v in point.items())  # fmt: skip

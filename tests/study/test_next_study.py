@@ -1,0 +1,142 @@
+"""``study next`` on finished studies recorded in a real embedded MLflow store without training
+(tests/kits/recordkit.py plants each trial's results): a plane whose best point is on the edge
+gets points along its path of steepest ascent, a null effect more replicates, a maximum inside a
+central composite a smaller region around it, a bent factorial a central composite. Every
+written file passes ``study plan`` and keeps the budget; the command says why."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from recordkit import record_study
+
+from search_spaces.designs import build_design
+from search_spaces.spec import load_spec, parse_spec
+from study.sequential import next_study
+
+STUDY = str(Path(sys.executable).with_name("study"))
+DEFAULT = yaml.safe_load((Path(__file__).resolve().parents[2] / "search_spaces" /
+                          "default.yaml").read_text())  # fmt: skip
+
+
+def write(folder: Path, name: str, **changes) -> Path:
+    data = DEFAULT | {"study": name} | changes
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def recorded(tmp_path: Path, name: str, truth, **changes) -> tuple[Path, str]:
+    file = write(tmp_path, name, **changes)
+    uri = record_study(tmp_path, name, spec=load_spec(file), truth=truth)
+    return file, uri
+
+
+def plane(u, v, replicate, i):  # accuracy falls 1.5 points per doubling of τ, clearly
+    noise = (0.001, -0.001, 0.0005, -0.0005)[i % 4]
+    return {"probe/knn_top1_h": 0.95 - 0.015 * u + noise, "z/align": 0.2 + 0.1 * u + noise,
+            "z/uniform": -3.4 + 0.1 * v - noise}  # fmt: skip
+
+
+def test_a_plane_with_its_best_on_the_edge_gets_points_along_the_path(tmp_path):
+    file, uri = recorded(tmp_path, "planted-plane", plane)
+    done = subprocess.run([STUDY, "next", str(file), "--tracking-uri", uri], cwd=tmp_path,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = tmp_path / "planted-plane-next1.yaml"
+    assert f"wrote {written}" in done.stdout
+    assert "the path of steepest ascent is established" in done.stdout
+    spec = load_spec(written)
+    assert spec.study == "planted-plane-next1" and spec.design.kind == "points"
+    assert "after planted-plane: a plane fits probe/knn_top1_h" in spec.description
+    # accuracy falls with τ and does not depend on B: the path lowers τ and holds B
+    temperatures = [float(p["temperature"]) for p in spec.design.points]
+    assert temperatures == sorted(temperatures, reverse=True) and temperatures[0] < 0.1
+    # one coded unit (half the log-range of τ: a factor √5) per step, from the region's edge
+    assert temperatures[0] == pytest.approx(0.1 / math.sqrt(5), rel=1e-3)
+    assert temperatures[-1] == pytest.approx(0.1 / math.sqrt(5) ** 5, rel=1e-3)
+    assert "batch_size" not in spec.factors and spec.trial["batch_size"] == pytest.approx(
+        128, rel=1e-9)  # fmt: skip
+    design = build_design(spec)
+    assert {t.config.examples_seen for t in design.trials} == {30720}  # compute matched
+    plan = subprocess.run([STUDY, "plan", str(written)], cwd=tmp_path, capture_output=True,
+                          text=True)  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
+    assert "every trial sees 30720 examples" in plan.stdout
+
+
+def test_nothing_detectable_asks_for_the_replicates_study_power_names(tmp_path):
+    def null(u, v, replicate, i):
+        noise = (0.004, -0.003, -0.004, 0.003, 0.002, -0.002, 0.001, -0.001)[i % 8]
+        return {"probe/knn_top1_h": 0.9 + noise, "z/align": 0.2 + noise, "z/uniform": -3.4}
+
+    file, uri = recorded(tmp_path, "planted-null", null)
+    done = next_study(file, tracking_uri=uri)
+    assert done.kind == "replicates"
+    assert "no factor moved probe/knn_top1_h detectably" in done.reason
+    assert done.spec.design.replicates > 2 and done.spec.design.kind == "full_factorial"
+    assert f"{done.spec.design.replicates} replicates per point" in done.reason
+    assert done.spec.factors.keys() == {"temperature", "batch_size"}
+    assert done.path == tmp_path / "planted-null-next1.yaml"
+
+
+def test_a_maximum_inside_a_central_composite_gets_a_smaller_region_around_it(tmp_path):
+    # τ from 0.1 to 0.4 and B from 64 to 256 (u, v in [0, 2]); the maximum at u = 1.2, v = 0.8
+    def bowl(u, v, replicate, i):
+        noise = (0.001, -0.001, 0.0005, -0.0005)[i % 4]
+        return {"probe/knn_top1_h": 0.95 - 0.02 * (u - 1.2) ** 2 - 0.015 * (v - 0.8) ** 2
+                + noise, "z/align": 0.2 + noise, "z/uniform": -3.4 - noise}  # fmt: skip
+
+    factors = {"temperature": {"range": [0.1, 0.4], "scale": "log"},
+               "batch_size": {"range": [64, 256], "scale": "log"}}  # fmt: skip
+    file, uri = recorded(tmp_path, "planted-bowl", bowl, factors=factors,
+                         design={"kind": "central_composite", "replicates": 1})  # fmt: skip
+    done = next_study(file, tracking_uri=uri)
+    assert done.kind == "zoom", done.reason
+    assert "has a maximum inside the region" in done.reason
+    low, high = done.spec.factors["temperature"].range
+    # the centre of the new range (on the log scale) is the planted maximum, τ = 0.1 × 2^1.2
+    assert math.sqrt(low * high) == pytest.approx(0.1 * 2**1.2, rel=0.05)
+    assert high / low == pytest.approx(2.0, rel=1e-6)  # half the old log-width (4×)
+    assert done.spec.design.kind == "central_composite"
+    assert {t.config.examples_seen for t in done.design.trials} == {30720}
+
+
+def test_a_factorial_whose_interaction_is_detected_is_augmented(tmp_path):
+    def twisted(u, v, replicate, i):
+        noise = (0.001, -0.001, 0.0005, -0.0005)[i % 4]
+        x, y = 2 * u / math.log2(5) - 1, v - 1  # coded ±1
+        return {"probe/knn_top1_h": 0.9 + 0.01 * x + 0.03 * x * y + noise, "z/align": 0.2,
+                "z/uniform": -3.4 + noise}  # fmt: skip
+
+    file, uri = recorded(tmp_path, "planted-twist", twisted)
+    done = next_study(file, tracking_uri=uri)
+    assert done.kind == "augment", done.reason
+    assert "its interactions are detected (temperature:batch_size)" in done.reason
+    assert done.path == tmp_path / "planted-twist-ccd.yaml"
+    assert done.spec.design.kind == "central_composite" and done.spec.study == "planted-twist"
+
+
+def test_an_unfinished_or_unrecorded_study_is_refused_naming_the_command(tmp_path):
+    file = write(tmp_path, "never-run")
+    done = subprocess.run([STUDY, "next", str(file), "--tracking-uri",
+                           f"sqlite:///{tmp_path / 'mlflow.db'}"], cwd=tmp_path,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2
+    assert "study 'never-run': not in" in done.stderr and "study run" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["never-run.yaml"]
+
+
+def test_the_next_name_counts_up():
+    from search_spaces.sequential import next_name
+
+    assert next_name("default-digits") == "default-digits-next1"
+    assert next_name("default-digits-next1") == "default-digits-next2"
+    assert next_name("a-nextx") == "a-nextx-next1"
+    assert parse_spec(DEFAULT | {"study": next_name("default-digits-next9")}).study == (
+        "default-digits-next10")  # fmt: skip
