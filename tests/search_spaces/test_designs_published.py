@@ -276,7 +276,7 @@ def test_options_for_other_kinds_leave_old_fingerprints_alone():
     # baselines and goals change no trial: studies recorded before them keep their fingerprint
     data = {k: v for k, v in s.model_dump(mode="json").items()
             if k not in ("description", "baselines", "goals")}  # fmt: skip
-    for option in ("alpha", "center"):
+    for option in ("alpha", "center", "points"):
         data["design"].pop(option)
     data["resources"].pop("workers")  # neither had studies recorded before resources.workers
     assert s.sha == hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
@@ -333,3 +333,22 @@ design: {kind: fractional_factorial, generators: "a b c ab ac"}
     assert "BC = DE" in structure["aliases"]
     shown = subprocess.run(plan, capture_output=True, text=True, check=True).stdout
     assert "defining relation I = ABD = ACE = BCDE" in shown and "resolution III" in shown
+
+
+# The shipped studies' fingerprints as recorded before goals and design.points existed: a new
+# option must leave them alone, or every recorded study would be refused as changed on resume.
+SHIPPED_SHAS = {
+    "align_uniform_lam_t.yaml": "7370b5b8fab9bf8e",
+    "cifar10_tau_batch_aug.yaml": "bbe9199e5069dbcf",
+    "default.yaml": "6618997132c18f06",
+    "digits_tau_batch.yaml": "76ba3b475e3f95e3",
+    "fashion_mnist_tau_batch.yaml": "72862aa4c09408bf",
+    "toy_phase_diagram.yaml": "ff49d23903929db8",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED_SHAS))
+def test_the_shipped_studies_keep_their_fingerprints(name):
+    from search_spaces.spec import SPEC_DIR, load_spec
+
+    assert load_spec(SPEC_DIR / name).sha == SHIPPED_SHAS[name]
