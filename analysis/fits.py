@@ -34,6 +34,7 @@ from analysis.units import amount, bounds, level
 if TYPE_CHECKING:
     from analysis.desirability import DesirabilityOptimum
     from analysis.direction import Direction
+    from analysis.frontier import ParetoFront
     from analysis.headline import Headline
 
 DEFAULT_RESPONSES = (
@@ -238,6 +239,15 @@ class StudyAnalysis:
         return desirability_optimum({g.metric: self.fits[g.metric].surface for g in goals}, goals)
 
     @functools.cached_property
+    def pareto(self) -> ParetoFront | None:
+        """The Pareto front of a multi-objective Optuna study's objectives (the results' attrs),
+        or None for a study with one objective."""
+        from analysis.frontier import pareto_front
+
+        objectives = self.results.attrs.get("objectives") or []
+        return pareto_front(self.results, objectives) if objectives else None
+
+    @functools.cached_property
     def best(self):
         """The best point of the target (:func:`analysis.headline.best_of_target`), or None."""
         from analysis.headline import best_of_target, target_of
@@ -252,6 +262,7 @@ class StudyAnalysis:
             "n_trials": self.n_trials,
             "responses": {name: fit.to_json() for name, fit in self.fits.items()},
             "desirability": _desirability_json(self.desirability),
+            "pareto": None if self.pareto is None else self.pareto.to_json(),
             "frontier": sorted(set(self.frontier.get("point_id", pd.Series(dtype=str)))),
         }
 

@@ -1,10 +1,12 @@
 """Pareto frontiers over any set of metrics, e.g. the alignment–uniformity plane.
 
-The project's one Pareto implementation: the report's frontier table and the plane's step line
-(``analysis.plots.plane_table``) both come from ``pareto_frontier``."""
+The project's one Pareto implementation: the report's frontier table, the plane's step line
+(``analysis.plots.plane_table``) and a multi-objective study's Pareto front (``pareto_front``)
+all come from ``pareto_frontier``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -39,3 +41,57 @@ def pareto_frontier(df: pd.DataFrame, objectives: dict[str, Literal["min", "max"
     )
     keep = [not np.any(np.all(values <= v, axis=1) & np.any(values < v, axis=1)) for v in values]
     return complete[np.array(keep, dtype=bool)] if len(complete) else complete
+
+
+@dataclass(frozen=True)
+class ParetoFront:
+    """The Pareto front of a multi-objective study's finished trials (``objectives``: metric ->
+    max | min, in the study file's order): ``front`` the trials no other trial dominates,
+    ``trials`` every finished trial with a value of each objective, ``missing`` how many
+    finished trials lacked one (they cannot be placed)."""
+
+    objectives: dict[str, str]
+    front: pd.DataFrame
+    trials: pd.DataFrame
+    missing: int
+
+    def to_json(self) -> dict:
+        columns = [c for c in ("point_id", "trial_key", *self.factors, *self.objectives)
+                   if c in self.front]  # fmt: skip
+        rows = self.front[columns].to_dict("records")
+        return {
+            "objectives": [{"metric": m, "mode": d} for m, d in self.objectives.items()],
+            "front": [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+                      for row in rows],
+            "n_trials": len(self.trials), "missing": self.missing,
+        }  # fmt: skip
+
+    @property
+    def factors(self) -> list[str]:
+        return list(self.trials.attrs.get("factors") or [])
+
+    def sentence(self) -> str:
+        sought = " and ".join(f"{'highest' if d == 'max' else 'lowest'} {m}"
+                              for m, d in self.objectives.items())  # fmt: skip
+        left = ""
+        if self.missing:
+            left = (f"; {self.missing} more finished trial{'s' if self.missing > 1 else ''} "
+                    "lacked an objective and cannot be placed")  # fmt: skip
+        return (f"{len(self.front)} of {len(self.trials)} finished trials are on the Pareto front "
+                f"of {sought} (no other trial is at least as good on every objective and better "
+                f"on one){left}.")  # fmt: skip
+
+
+def pareto_front(df: pd.DataFrame, objectives: list[dict]) -> ParetoFront:
+    """The :class:`ParetoFront` of ``df``'s finished trials under ``objectives`` ([{metric,
+    mode}], as the study file's ``design.objectives``), through :func:`pareto_frontier`."""
+    sought = {o["metric"]: o.get("mode", "max") for o in objectives}
+    finished = df[df["status"] == "finished"] if "status" in df else df
+    present = [m for m in sought if m in finished]
+    complete = finished.dropna(subset=present) if present else finished.iloc[0:0]
+    if len(present) < len(sought):
+        complete = finished.iloc[0:0]
+    complete = complete.copy()
+    complete.attrs = dict(df.attrs)
+    front = pareto_frontier(complete, sought) if len(complete) else complete
+    return ParetoFront(sought, front, complete, len(finished) - len(complete))

@@ -66,6 +66,7 @@ def results_frame(table: pa.Table) -> pd.DataFrame:
         frame.attrs["target"] = json.loads(meta["target"])
     frame.attrs["baselines"] = json.loads(meta.get("baselines") or "{}")
     frame.attrs["goals"] = json.loads(meta.get("goals") or "[]")
+    frame.attrs["objectives"] = json.loads(meta.get("objectives") or "[]")
     return frame
 
 

@@ -25,6 +25,8 @@ BASELINES_TAG = "study.baselines"  # the parent's baselines, JSON (study/baselin
 # the study file's goals (analysis.desirability), JSON; a tag, so a study resumed with new goals
 # is analysed with those
 GOALS_TAG = "study.goals"
+# a multi-objective Optuna design's objectives ([{metric, mode}], JSON): the report's Pareto front
+OBJECTIVES_TAG = "study.objectives"
 SCHEMA_VERSION = "1"
 SUMMARY_METRICS = {
     "trial/wall_s": "wall_s",
@@ -188,6 +190,9 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
         if params.get("target_metric")
         else "",
         "goals": next((p.data.tags[GOALS_TAG] for p in parents if GOALS_TAG in p.data.tags), ""),
+        "objectives": next(
+            (p.data.tags[OBJECTIVES_TAG] for p in parents if OBJECTIVES_TAG in p.data.tags), ""
+        ),
         # what every result is read against (study/baselines.py), as the parent run keeps it
         "baselines": next(
             (p.data.tags[BASELINES_TAG] for p in parents if BASELINES_TAG in p.data.tags), ""

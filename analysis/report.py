@@ -138,6 +138,18 @@ def _desirability_html(analysis: StudyAnalysis) -> str:
     return head + words + _scrolling_tables(table)
 
 
+def _pareto_html(analysis: StudyAnalysis) -> str:
+    """A multi-objective study's Pareto front: the sentence, then its trials (nothing for a
+    study with one objective)."""
+    front = analysis.pareto
+    if front is None:
+        return ""
+    columns = [c for c in ("point_id", *front.factors, *front.objectives) if c in front.front]
+    table = front.front[columns].to_html(index=False, float_format=lambda v: f"{v:.4g}")
+    return (f'<h2 id="pareto">Pareto front</h2><p>{html.escape(front.sentence())}</p>'
+            + _scrolling_tables(table))  # fmt: skip
+
+
 def _interval_text(interval) -> str:
     return "n/a" if interval is None else f"{interval[0]:.4g} to {interval[1]:.4g}"
 
@@ -481,7 +493,7 @@ def write_report(
         r for r, f in analysis.fits.items() if f.findings is not None and not f.findings.beats_mean
     )
     figures = all_figures(analysis.results, history=history, surfaces=surfaces, no_optimum=unnamed,
-                          desirability=analysis.desirability)  # fmt: skip
+                          desirability=analysis.desirability, pareto=analysis.pareto)  # fmt: skip
     saved = save_figures(figures, figures_dir)
     written |= {f"figure:{name}": png for name, (png, _) in saved.items()}
     # the embeddings (a palette PNG each: seconds for a study's figures) are made in threads,
@@ -521,6 +533,7 @@ def write_report(
 {_baselines_html(analysis)}
 {marker}
 {_desirability_html(analysis)}
+{_pareto_html(analysis)}
 <h2 id="surfaces">Response surfaces</h2>{fits}
 <h2 id="frontier">Alignment–uniformity frontier (z)</h2>{_frontier_html(analysis.frontier)}
 <h2 id="trials">Trials</h2>{_trials_html(analysis)}

@@ -825,25 +825,51 @@ class AdaptiveDesign:
             "trials": [],
             "totals": self.totals(),
             "adaptive": {"samples": self.total, "metric": self.spec.design.metric,
-                         "mode": self.spec.design.mode, "factors": list(self.spec.factors)},
+                         "mode": self.spec.design.mode, "factors": list(self.spec.factors),
+                         "objectives": [{"metric": m, "mode": d}
+                                        for _, m, d in objectives_of(self.spec)]},
         }  # fmt: skip
 
 
 def _adaptive_design(spec: StudySpec) -> AdaptiveDesign:
     design = spec.design
-    if not design.samples or not design.metric:
-        raise StudyError("design: optuna needs samples (how many trials) and metric (to optimise)")
+    if not design.samples or not (design.metric or design.objectives):
+        raise StudyError("design: optuna needs samples (how many trials) and metric (to "
+                         "optimise), or objectives (several at once)")  # fmt: skip
     if design.replicates != 1:
         raise StudyError(
             f"design.replicates: optuna proposes each point once, got {design.replicates}; "
             "re-run the best points in a factorial study to replicate them"
         )
     sample = adaptive_sample(spec)  # the space's first corner must be a valid trial
-    _check_metric("design.metric", design.metric, final_metrics(sample))
+    for where, metric, _ in objectives_of(spec):
+        _check_metric(where, metric, final_metrics(sample))
     for name, factor in spec.factors.items():
         if name == "batch_size" and factor.range is not None:
             batch_sizes_matching(spec, factor, required=True)
     return AdaptiveDesign(spec)
+
+
+def objectives_of(spec: StudySpec) -> list[tuple[str, str, str]]:
+    """(where in the study file, metric, max | min) of each objective an Optuna design seeks."""
+    design = spec.design
+    if design.objectives:
+        return [(f"design.objectives[{i}].metric", o.metric, o.mode)
+                for i, o in enumerate(design.objectives)]  # fmt: skip
+    return [("design.metric", design.metric, design.mode)]
+
+
+def _sampler(spec: StudySpec, several: bool):
+    """NSGA-II for several objectives unless the study asks for TPE (multi-objective TPE); TPE
+    for one. NSGA-II's population is a third of the samples (4 to 50), so that a small study
+    still breeds a few generations instead of sampling at random throughout."""
+    import optuna
+
+    seed = spec.design.seed
+    if several and (spec.design.sampler or "nsga2") == "nsga2":
+        population = max(4, min(50, int(spec.design.samples or 0) // 3))
+        return optuna.samplers.NSGAIISampler(population_size=population, seed=seed)
+    return optuna.samplers.TPESampler(seed=seed)
 
 
 def adaptive_sample(spec: StudySpec) -> TrialConfig:
@@ -904,12 +930,13 @@ class _OptunaSchedule(Schedule):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.spec = spec
         self.space = _distributions(spec)
-        direction = "maximize" if spec.design.mode == "max" else "minimize"
-        sampler = optuna.samplers.TPESampler(seed=spec.design.seed)
-        self.study = optuna.create_study(direction=direction, sampler=sampler)
+        self.objectives = [(metric, mode) for _, metric, mode in objectives_of(spec)]
+        directions = ["maximize" if mode == "max" else "minimize" for _, mode in self.objectives]
+        sampler = _sampler(spec, several=len(directions) > 1)
+        self.study = optuna.create_study(directions=directions, sampler=sampler)
         finished = [p for p in past if p.status == FINISHED]
         for trial in finished:
-            self._tell_past(trial.config, trial.metrics.get(spec.design.metric))
+            self._tell_past(trial.config, self._values(trial.metrics))
         remaining = max(0, self.total_samples - len(finished))
         unfinished = [self._plan(p.key, p.config) for p in past if p.status != FINISHED]
         super().__init__(unfinished[:remaining], remaining, len(finished), self.total_samples)
@@ -933,17 +960,29 @@ class _OptunaSchedule(Schedule):
             params[name] = factor.levels.index(value) if factor.levels is not None else value
         return params
 
-    def _tell_past(self, config: dict[str, Any], value: float | None) -> None:
+    def _values(self, metrics: dict[str, Any] | None) -> list[float] | None:
+        """The objectives' values in a trial's results; None when one is missing or not finite
+        (the trial then counts as failed: it cannot place a point on the front)."""
+        values = []
+        for metric, _ in self.objectives:
+            value = None if metrics is None else metrics.get(metric)
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                return None
+            if not math.isfinite(value):
+                return None
+            values.append(float(value))
+        return values
+
+    def _tell_past(self, config: dict[str, Any], values: list[float] | None) -> None:
         import optuna
 
         try:
             params = self._params(config)
         except ValueError:  # a recorded value outside today's levels: it cannot guide the sampler
             return
-        ok = value is not None and math.isfinite(value)
         self.study.add_trial(optuna.trial.create_trial(
-            params=params, distributions=self.space, value=value if ok else None,
-            state=optuna.trial.TrialState.COMPLETE if ok else optuna.trial.TrialState.FAIL,
+            params=params, distributions=self.space, values=values,
+            state=optuna.trial.TrialState.COMPLETE if values else optuna.trial.TrialState.FAIL,
         ))  # fmt: skip
 
     def _plan(self, key: str, config: dict[str, Any]) -> TrialPlan:
@@ -969,15 +1008,12 @@ class _OptunaSchedule(Schedule):
     def observe(self, key: str, result: dict[str, Any] | None) -> None:
         import optuna
 
-        value = None if result is None else result.get(self.spec.design.metric)
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            value = None
+        values = self._values(result)
         trial = self.asked.pop(key, None)
-        ok = value is not None and math.isfinite(value)
         if trial is not None:
-            if ok:
-                self.study.tell(trial, value)
+            if values:
+                self.study.tell(trial, values if len(values) > 1 else values[0])
             else:
                 self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         elif key in self.resumed:  # proposed in an earlier run: it joins the history now
-            self._tell_past(self.resumed.pop(key).config.model_dump(), value)
+            self._tell_past(self.resumed.pop(key).config.model_dump(), values)

@@ -194,6 +194,13 @@ class Augments(_Strict):
     resolution: int | None = Field(None, ge=3)
 
 
+class Objective(_Strict):
+    """One objective of a multi-objective Optuna design: a metric and its direction."""
+
+    metric: str
+    mode: Literal["max", "min"] = "max"
+
+
 class Design(_Strict):
     """How factor levels become design points."""
 
@@ -227,6 +234,10 @@ class Design(_Strict):
     # optuna: the metric to optimise
     metric: str | None = None
     mode: Literal["max", "min"] = "max"
+    # optuna, several objectives at once (instead of metric and mode): the Pareto front is
+    # sought, by NSGA-II (sampler nsga2, the default) or multi-objective TPE (sampler tpe)
+    objectives: tuple[Objective, ...] | None = None
+    sampler: Literal["nsga2", "tpe"] | None = None
 
     @field_validator("alpha", mode="before")
     @classmethod
@@ -307,6 +318,26 @@ class Design(_Strict):
                 f"design.samples: a latin_hypercube needs at least 2 samples, got "
                 f"{self.samples} (one sample spans no range of any factor)"
             )
+        if self.objectives is not None:
+            if self.metric is not None:
+                raise ValueError(
+                    f"design.objectives: give metric ({self.metric!r}) for one objective or "
+                    "objectives for several, not both"
+                )
+            if len(self.objectives) < 2:
+                raise ValueError(
+                    f"design.objectives: several objectives means two or more, got "
+                    f"{len(self.objectives)}; for one, give metric and mode"
+                )
+            metrics = [o.metric for o in self.objectives]
+            twice = sorted({m for m in metrics if metrics.count(m) > 1})
+            if twice:
+                raise ValueError(f"design.objectives: {twice[0]!r} is listed twice")
+        elif self.sampler == "nsga2":
+            raise ValueError(
+                "design.sampler: 'nsga2' searches several objectives; with one (metric), "
+                "leave sampler out (TPE)"
+            )
         if self.generators is not None and self.resolution is not None:
             raise ValueError(
                 f"design.generators: give generators ({self.generators!r}) or resolution "
@@ -326,12 +357,17 @@ DESIGN_OPTIONS = {
     "augments": ("central_composite",),
     "metric": ("optuna",),
     "points": ("points",),
+    "objectives": ("optuna",),
+    "sampler": ("optuna",),
     "mode": ("optuna",),
 }
 
 # Options added after studies were first recorded: left out of the fingerprint of a design kind
 # that does not read them, so a recorded full factorial still resumes under the same spec_sha.
 LATER_OPTIONS = ("alpha", "center", "points")
+# Options added later to a kind that already had recorded studies: left out of the fingerprint
+# while unset, so a recorded single-objective Optuna study keeps its spec_sha.
+UNSET_OPTIONS = ("objectives", "sampler")
 # TrialConfig fields the study sets from its resources, never from trial: or factors:
 SET_BY_RESOURCES = {
     "workers": "{where}.workers: a trial's data-parallel workers are a resource: set "
@@ -517,6 +553,9 @@ class StudySpec(_Strict):
         data = {k: v for k, v in self.model_dump(mode="json").items() if k not in unrun}
         for option in LATER_OPTIONS:  # absent from fingerprints made before they existed
             if self.design.kind not in DESIGN_OPTIONS[option]:
+                data["design"].pop(option, None)
+        for option in UNSET_OPTIONS:
+            if data["design"].get(option) is None:
                 data["design"].pop(option, None)
         if self.resources.workers == 1:  # studies recorded before workers existed keep theirs
             data["resources"].pop("workers")

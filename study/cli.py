@@ -294,9 +294,14 @@ def _print_plan(data: dict, table) -> None:
         f"spec_sha {spec.sha}"
     )
     if table.adaptive:
+        from search_spaces.designs import objectives_of
+
+        sought = " and ".join(f"{m} ({d})" for _, m, d in objectives_of(spec))
+        how = "" if not spec.design.objectives else (
+            f", their Pareto front by {(spec.design.sampler or 'nsga2').upper()}")  # fmt: skip
         console.print(
-            f"adaptive: {spec.design.samples} trials proposed by Optuna on "
-            f"{spec.design.metric} ({spec.design.mode}) over {', '.join(spec.factors)}"
+            f"adaptive: {spec.design.samples} trials proposed by Optuna on {sought}{how} over "
+            f"{', '.join(spec.factors)}"
         )
         return
     columns = list(data["trials"][0]) if data["trials"] else []

@@ -37,6 +37,7 @@ from typing import Any
 from analysis.record import (
     BLOCK_TAG,
     GOALS_TAG,
+    OBJECTIVES_TAG,
     PARENT,
     ROLE_TAG,
     TRIAL,
@@ -808,6 +809,8 @@ class StudyRecord:
         self.client.set_experiment_tag(self.experiment_id, PRIMARY_METRIC_TAG, spec.target.metric)
         goals = [g.model_dump(mode="json") for g in spec.goals]
         self.client.set_tag(parent_id, GOALS_TAG, json.dumps(goals, sort_keys=True))
+        objectives = [o.model_dump(mode="json") for o in spec.design.objectives or ()]
+        self.client.set_tag(parent_id, OBJECTIVES_TAG, json.dumps(objectives))
         now = int(time.time() * 1000)
         for key, (name, state) in runs_views(spec).items():
             created = now

@@ -18,6 +18,7 @@ from analysis.plots import (
     _desirability,
     _interactions,
     _main_effects,
+    _pareto,
     _phase_diagram,
     _plane,
     _probe_vs_temperature,
@@ -40,6 +41,7 @@ from analysis.plots._common import (
 from analysis.plots._desirability import desirability_contours
 from analysis.plots._interactions import interactions
 from analysis.plots._main_effects import main_effects
+from analysis.plots._pareto import pareto_figure
 from analysis.plots._phase_diagram import _PHASE_METRICS, phase_diagram
 from analysis.plots._plane import plane
 from analysis.plots._probe_vs_temperature import probe_vs_temperature
@@ -57,6 +59,7 @@ _FIGURE_MODULES = (
     _probe_vs_temperature,
     _surface_contours,
     _desirability,
+    _pareto,
     _class_spread,
     _shift,
 )
@@ -241,6 +244,7 @@ def all_figures(
     response: str = "probe/knn_top1_h",
     no_optimum: frozenset[str] = frozenset(),
     desirability: Any = None,
+    pareto: Any = None,
 ) -> dict[str, Figure]:
     """Every figure that applies to this study, by file name: the plane in z and h, trajectories
     (given a history), main effects and interactions of ``response``, temperature × candidates
@@ -248,7 +252,8 @@ def all_figures(
     surface in ``surfaces`` (response -> fitted surface) over its first two numeric factors,
     except the responses in ``no_optimum`` (their models do not beat the mean: no surface to
     draw), the overall desirability over the first two numeric factors (given ``desirability``,
-    the most desirable point under the study's goals), per-class geometry by design point (when
+    the most desirable point under the study's goals), the Pareto front (given ``pareto``, a
+    multi-objective study's), per-class geometry by design point (when
     ``{space}/*_worst_class`` and ``_class_spread`` are recorded) and probe accuracy under
     corruption (when shift-test columns are)."""
     return {
@@ -257,6 +262,7 @@ def all_figures(
         **_temperature_figures(df, response),
         **_contour_figures(surfaces or {}, no_optimum),
         **_desirability_figures(desirability, surfaces or {}),
+        **_pareto_figures(pareto),
         **_class_spread_figures(df),
         **_shift_figures(df),
     }
@@ -272,6 +278,12 @@ def _desirability_figures(found: Any, surfaces: dict[str, Any]) -> dict[str, Fig
         return {}
     key = f"desirability_{_slug(numeric[0])}_{_slug(numeric[1])}"
     return {key: desirability_contours(found, surfaces, numeric[0], numeric[1])}
+
+
+def _pareto_figures(pareto: Any) -> dict[str, Figure]:
+    if pareto is None or not len(pareto.trials):
+        return {}
+    return {"pareto_front": pareto_figure(pareto)}
 
 
 def _class_spread_figures(df: pd.DataFrame) -> dict[str, Figure]:

@@ -276,7 +276,7 @@ def test_options_for_other_kinds_leave_old_fingerprints_alone():
     # baselines and goals change no trial: studies recorded before them keep their fingerprint
     data = {k: v for k, v in s.model_dump(mode="json").items()
             if k not in ("description", "baselines", "goals")}  # fmt: skip
-    for option in ("alpha", "center", "points"):
+    for option in ("alpha", "center", "points", "objectives", "sampler"):
         data["design"].pop(option)
     data["resources"].pop("workers")  # neither had studies recorded before resources.workers
     assert s.sha == hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
