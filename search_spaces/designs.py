@@ -952,6 +952,17 @@ class _OptunaSchedule(Schedule):
     def total_samples(self) -> int:
         return int(self.spec.design.samples or 0)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Without the Optuna study: Ray Tune pickles its tuner with the search algorithm
+        (tuner.pkl), but a study resumes from its MLflow record, never from that file, and an
+        NSGA-II sampler holds a thread lock, which cannot be pickled. An unpickled schedule
+        proposes nothing until it is rebuilt from the record (:meth:`AdaptiveDesign.schedule`)."""
+        return {k: v for k, v in self.__dict__.items() if k != "study"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.study = None
+
     def _params(self, config: dict[str, Any]) -> dict[str, Any]:
         typed = TrialConfig(**config)
         params = {}

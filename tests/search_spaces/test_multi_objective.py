@@ -111,3 +111,14 @@ def test_a_single_objective_study_keeps_the_fingerprint_it_was_recorded_with():
     one computed before they existed (commit a4b2eef)."""
     single = spec_with(objectives=None, metric="probe/knn_top1_h")
     assert single.sha == "a3006d6f61805e64"
+
+
+def test_the_schedule_pickles_for_ray_tune_without_its_sampler():
+    """Ray Tune writes its tuner (with the search algorithm) to tuner.pkl; NSGA-II's sampler
+    holds a thread lock ("cannot pickle '_thread.lock' object" failed the first real run)."""
+    import pickle
+
+    schedule = build_design(spec_with()).schedule([])
+    run(schedule, 2)
+    again = pickle.loads(pickle.dumps(schedule))
+    assert again.study is None and again.objectives == schedule.objectives

@@ -185,6 +185,35 @@ def test_optuna_study_proposes_points_through_ray_tune(workdir, shared_ray):
     assert all(r.data.tags["study.trial_key"].startswith("o-") for r in runs)
 
 
+@pytest.mark.slow
+def test_a_multi_objective_study_runs_nsga2_through_ray_tune_and_reports_its_pareto_front(
+    workdir, shared_ray
+):
+    objectives = [{"metric": "probe/knn_top1_h", "mode": "max"},
+                  {"metric": "z/uniform", "mode": "min"}]  # fmt: skip
+    spec = write_spec(
+        workdir / "mo.yaml",
+        "pareto",
+        factors={"temperature": {"range": [0.05, 1.0], "scale": "log"}},
+        design={"kind": "optuna", "samples": 4, "objectives": objectives, "seed": 0},
+        max_concurrent=2,
+    )
+    uri = sqlite_uri(workdir)
+    outcome = run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+    runs = child_runs(uri, "pareto")
+    assert outcome.ok and len(runs) == 4
+    assert all(r.data.tags["study.trial_key"].startswith("o-") for r in runs)
+    assert yaml.safe_load(parent_runs(uri, "pareto")[0].data.tags["study.objectives"]) == (
+        objectives)  # fmt: skip
+    report = workdir / "studies" / "pareto" / "report"
+    summary = yaml.safe_load((report / "report.json").read_text())["pareto"]
+    assert summary["objectives"] == objectives and summary["n_trials"] == 4
+    front = {row["point_id"] for row in summary["front"]}
+    assert 1 <= len(front) <= 4 and front <= {r.data.tags["study.point_id"] for r in runs}
+    assert list(report.glob("figures/pareto_front.*"))
+    assert "Pareto front" in (report / "report.html").read_text()
+
+
 def test_progress_counts_and_eta():
     p = StudyProgress("s", total=6, already_done=1, concurrency=2, metric="m", mode="max")
     assert p.pending == 5 and p.eta_s() is None
