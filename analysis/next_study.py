@@ -11,7 +11,7 @@ From the target's fit (the study file's ``target``), in this order:
 3. a model without curvature terms (a two-level factorial) whose best point lies on the
    region's edge, whose direction of steepest ascent is established (its confidence cone
    excludes some directions) and whose interactions are not detected: **points along the path
-   of steepest ascent** (``path``), one to five coded units past the region's edge;
+   of steepest ascent** (``path``), one to three coded units past the region's edge;
 4. another model without curvature terms: **a central composite** (``augment``: the axial and
    centre points ``study augment`` adds), since two levels cannot show where the surface bends;
 5. a second-order model whose stationary point is the optimum sought (a maximum for ``max``, a
@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from analysis.fits import ResponseFit, StudyAnalysis
 
 ALPHA = 0.05
-PATH_STEPS = 5  # points along the path of steepest ascent, one coded unit apart
+# points along the path of steepest ascent, one coded unit apart from the region's edge on: the
+# farthest then lies about 4 coded units out, inside the length of rsm's default path (5)
+PATH_STEPS = 3
 ZOOM = 0.5  # the zoomed region's half-width, in the finished study's coded units
 
 

@@ -59,7 +59,8 @@ def test_a_plane_with_its_best_on_the_edge_gets_points_along_the_path(tmp_path):
     assert temperatures == sorted(temperatures, reverse=True) and temperatures[0] < 0.1
     # one coded unit (half the log-range of τ: a factor √5) per step, from the region's edge
     assert temperatures[0] == pytest.approx(0.1 / math.sqrt(5), rel=1e-3)
-    assert temperatures[-1] == pytest.approx(0.1 / math.sqrt(5) ** 5, rel=1e-3)
+    assert temperatures[-1] == pytest.approx(0.1 / math.sqrt(5) ** 3, rel=1e-3)
+    assert len(temperatures) == 3
     assert "batch_size" not in spec.factors and spec.trial["batch_size"] == pytest.approx(
         128, rel=1e-9)  # fmt: skip
     design = build_design(spec)
