@@ -7,7 +7,10 @@ every metric's final value, ``wall_s``, ``examples_seen``, ``steps``). ``frame.a
 ``study``, ``factors`` (the varied fields, in study-file order), ``spec_sha``, ``design``,
 ``scales`` (factor -> linear | log), ``resources`` (per-trial cpu/gpu), ``checks`` (self-checks
 run in the study's trials: name -> "pass" or "fail: ...") and, for studies that recorded it,
-``target`` (``{"metric": ..., "mode": "max" | "min"}`` of the study file), and ``baselines``
+``target`` (``{"metric": ..., "mode": "max" | "min"}`` of the study file), ``goals`` (the
+study file's goals for the overall desirability, :mod:`analysis.desirability`; empty when none),
+``objectives`` (a multi-objective Optuna design's ``[{"metric", "mode"}]``; empty otherwise) and
+``baselines``
 (kind -> ``{"metrics", "per_seed", "seeds", "name", "about"}``: what the study's results are read
 against, :mod:`trainables.baselines`; empty when none was measured).
 
