@@ -277,7 +277,12 @@ def _snap(name: str, value: float, factor: Factor, fixed: dict[str, Any]) -> Any
 
 
 def _continuous(name: str, factor: Factor, unit: float, fixed: dict, snapped: dict) -> Any:
-    value = _on_scale(factor, unit)
+    return _kept_matched(name, _on_scale(factor, unit), factor, fixed, snapped)
+
+
+def _kept_matched(name: str, value: float, factor: Factor, fixed: dict, snapped: dict) -> Any:
+    """``value`` itself, or for an integer field the nearest that keeps the budget matched (the
+    value it replaced noted in ``snapped``)."""
     if name in INTEGER_FIELDS:
         result = _snap(name, value, factor, fixed)
         if not math.isclose(result, value):
@@ -685,12 +690,7 @@ def _listed_value(where: str, name: str, factor, value: Any, fixed: dict, snappe
     lo, hi = factor.bounds
     if not lo <= number <= hi:
         raise StudyError(f"{where}: {number:g} lies outside the factor's bounds [{lo:g}, {hi:g}]")
-    if name in INTEGER_FIELDS:
-        result = _snap(name, number, factor, fixed)
-        if not math.isclose(result, number):
-            snapped[name] = number
-        return result
-    return number
+    return _kept_matched(name, number, factor, fixed, snapped)
 
 
 GENERATORS = {
