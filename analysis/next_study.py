@@ -4,20 +4,23 @@ experimentation: Box & Wilson 1951; Myers, Montgomery & Anderson-Cook, ch. 5-6).
 
 From the target's fit (the study file's ``target``), in this order:
 
-1. nothing modelled, or a fit with no error: no next design is named (``none``), or more
+1. after a path (a ``points`` study, whose factors move together, so no surface separates
+   them): **a two-level factorial around the best point observed on it** (``factorial``), half
+   a path step either side, to fit a new plane where the climb stopped;
+2. nothing modelled, or a fit with no error: no next design is named (``none``), or more
    replicates when the fit reproduces every trial (nothing to test effects against);
-2. no factor moves the target detectably: **more replicates**, as many per point as
+3. no factor moves the target detectably: **more replicates**, as many per point as
    ``study power`` says would detect half the smallest effect detectable now (``replicates``);
-3. a model without curvature terms (a two-level factorial) whose best point lies on the
+4. a model without curvature terms (a two-level factorial) whose best point lies on the
    region's edge, whose direction of steepest ascent is established (its confidence cone
    excludes some directions) and whose interactions are not detected: **points along the path
    of steepest ascent** (``path``), one to three coded units past the region's edge;
-4. another model without curvature terms: **a central composite** (``augment``: the axial and
+5. another model without curvature terms: **a central composite** (``augment``: the axial and
    centre points ``study augment`` adds), since two levels cannot show where the surface bends;
-5. a second-order model whose stationary point is the optimum sought (a maximum for ``max``, a
+6. a second-order model whose stationary point is the optimum sought (a maximum for ``max``, a
    minimum for ``min``) inside the region: **a smaller region around it** (``zoom``: half the
    width, centred there) to confirm and sharpen it;
-6. another second-order model (a saddle, a ridge, an optimum outside): **a region moved** to
+7. another second-order model (a saddle, a ridge, an optimum outside): **a region moved** to
    where ridge analysis finds the best predicted point at the design's edge (``move``).
 """
 
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from analysis.power import MAX_REPLICATES, replicates_for
+from analysis.units import level
 
 if TYPE_CHECKING:
     from analysis.fits import ResponseFit, StudyAnalysis
@@ -43,11 +47,12 @@ ZOOM = 0.5  # the zoomed region's half-width, in the finished study's coded unit
 @dataclass(frozen=True)
 class NextStep:
     """What to run next (see the module docstring). ``points`` (``path``) are the factor values
-    of each new point; ``bounds`` (``zoom`` and ``move``) the new range of each numeric factor;
+    of each new point; ``bounds`` (``zoom``, ``move``, ``factorial``) the new range (or the two
+    levels) of each numeric factor;
     ``fixed`` the categorical factors' levels the new study holds (the optimum's); ``reason``
     says why, in words, for the terminal and the new file's description."""
 
-    kind: Literal["none", "replicates", "path", "augment", "zoom", "move"]
+    kind: Literal["none", "replicates", "path", "factorial", "augment", "zoom", "move"]
     reason: str
     metric: str
     replicates: int | None = None
@@ -67,6 +72,8 @@ def next_step(analysis: StudyAnalysis, replicates_now: int) -> NextStep:
     is the finished study's replicates per point."""
     target = analysis.results.attrs.get("target") or {"metric": "probe/knn_top1_h"}
     metric = target["metric"]
+    if analysis.results.attrs.get("design") == "points":  # a path was run: climb from its best
+        return _after_path(analysis, metric)
     fit = analysis.fits.get(metric)
     if fit is None or fit.surface is None:
         why = fit.reason if fit is not None else f"{metric} was not analysed"
@@ -83,6 +90,38 @@ def next_step(analysis: StudyAnalysis, replicates_now: int) -> NextStep:
     if not all(f"I({n} ** 2)" in s.terms for n in s.numeric):
         return _first_order(fit)
     return _second_order(fit)
+
+
+def _after_path(analysis: StudyAnalysis, metric: str) -> NextStep:
+    """After points along a path (Box & Wilson): a two-level factorial around the best point
+    observed on it, each numeric factor half a path step either side (on its scale), so a new
+    plane is fitted where the climb stopped. A path's factors move together, so no surface
+    separates them: the best observed point, not a model, decides."""
+    best = analysis.best
+    if best is None:
+        return NextStep("none", f"no point along the path has a finished {metric}", metric)
+    df, bounds = analysis.results, {}
+    scales = df.attrs.get("scales") or {}
+    for name in df.attrs.get("factors") or []:
+        levels = sorted(set(df[name].dropna()))
+        centre = best.factors[name]
+        if len(levels) < 2 or not isinstance(centre, int | float):
+            continue
+        if scales.get(name) == "log":
+            step = float(np.median(np.diff(np.log(levels))))
+            bounds[name] = (centre * np.exp(-step / 2), centre * np.exp(step / 2))
+        else:
+            step = float(np.median(np.diff(levels)))
+            bounds[name] = (centre - step / 2, centre + step / 2)
+    where = _where({n: float(v) for n, v in best.factors.items() if n in bounds})
+    return NextStep(
+        "factorial",
+        f"along the path, {metric} was best at {best.point_id} ({where}; mean "
+        f"{level(metric, best.mean)} over {best.n} replicates): the next study is a two-level "
+        "factorial around it, half a path step either side, to fit a new plane there",
+        metric, bounds={n: (float(f"{lo:.4g}"), float(f"{hi:.4g}")) for n, (lo, hi) in
+                        bounds.items()},
+    )  # fmt: skip
 
 
 def _more_replicates(fit: ResponseFit, replicates_now: int) -> NextStep:

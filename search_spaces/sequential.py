@@ -492,6 +492,12 @@ def next_spec(spec: StudySpec, step: dict[str, Any]) -> tuple[StudySpec, FixedDe
                 if len(points) <= 2:
                     raise
                 points = points[:-1]
+    if kind == "factorial":
+        data["factors"] = {name: {"levels": list(step["bounds"][name]),
+                                  "scale": spec.factors[name].scale}
+                           for name in step["bounds"]}  # fmt: skip
+        data["design"] = design | {"kind": "full_factorial"}
+        return _built_snapped(data)
     if kind in ("zoom", "move"):
         data["factors"] = {
             name: ({"range": list(step["bounds"][name]), "scale": spec.factors[name].scale}
@@ -527,6 +533,19 @@ def _ranges(spec: StudySpec, data: dict[str, Any], points: list[dict]) -> dict[s
             continue
         factors[name] = {"range": [min(values), max(values)], "scale": spec.factors[name].scale}
     return factors
+
+
+def _built_snapped(data: dict[str, Any]) -> tuple[StudySpec, FixedDesign]:
+    """Like :func:`_built`, the factorial's batch-size levels first snapped to sizes that keep
+    the budget matched (a factorial's levels are used as written)."""
+    factor = data["factors"].get("batch_size")
+    if factor is not None:
+        fixed = {**data["trial"], "workers": data["resources"]["workers"]}
+        low, high = factor["levels"]
+        candidates = _valid_batches(2, int(high * 4), fixed)
+        factor["levels"] = sorted({min(candidates, key=lambda d, v=v: abs(math.log(d / v)))
+                                   for v in (low, high)})  # fmt: skip
+    return _built(data)
 
 
 def _built(data: dict[str, Any]) -> tuple[StudySpec, FixedDesign]:

@@ -141,3 +141,28 @@ def test_the_next_name_counts_up():
     assert next_name("a-nextx") == "a-nextx-next1"
     assert parse_spec(DEFAULT | {"study": next_name("default-digits-next9")}).study == (
         "default-digits-next10")  # fmt: skip
+
+
+def test_after_a_path_a_factorial_is_centred_on_the_best_point_along_it(tmp_path):
+    # three points along a line in (τ, B); accuracy peaks at the middle one
+    def peak(u, v, replicate, i):
+        noise = (0.001, -0.001)[replicate % 2]
+        return {"probe/knn_top1_h": 0.95 - 0.02 * abs(u - 1.0) + noise, "z/align": 0.2,
+                "z/uniform": -3.4 + noise}  # fmt: skip
+
+    points = [{"temperature": 0.1, "batch_size": 64}, {"temperature": 0.2, "batch_size": 128},
+              {"temperature": 0.4, "batch_size": 256}]  # fmt: skip
+    factors = {"temperature": {"range": [0.1, 0.4], "scale": "log"},
+               "batch_size": {"range": [64, 256], "scale": "log"}}  # fmt: skip
+    file, uri = recorded(tmp_path, "planted-path", peak, factors=factors,
+                         design={"kind": "points", "replicates": 2, "points": points})  # fmt: skip
+    done = next_study(file, tracking_uri=uri)
+    assert done.kind == "factorial", done.reason
+    assert "was best at p001 (temperature = 0.2, batch_size = 128" in done.reason
+    # half a path step (a factor 2 on both) either side of the best point, on the log scale
+    assert [float(v) for v in done.spec.factors["temperature"].levels] == pytest.approx(
+        [0.2 / math.sqrt(2), 0.2 * math.sqrt(2)], rel=1e-3)  # fmt: skip
+    assert done.spec.factors["batch_size"].levels == [64, 256] or all(
+        b in (90, 96, 180, 192) for b in done.spec.factors["batch_size"].levels)  # fmt: skip
+    assert done.spec.design.kind == "full_factorial"
+    assert {t.config.examples_seen for t in done.design.trials} == {30720}
