@@ -3,10 +3,11 @@ the canonical and ridge analysis of a second-order one (:mod:`analysis.steepest`
 :mod:`analysis.canonical`), or why the fit says nothing about a direction.
 
 Which one follows from the fitted model, as the texts prescribe (Myers, Montgomery &
-Anderson-Cook, ch. 5 and 6): a quadratic term for every numeric factor makes a second-order
-surface, whose shape canonical analysis gives and whose best point at each distance ridge
-analysis traces; a model without curvature terms (a two-level factorial) has a gradient at the
-design centre and nothing more, so it gets the path of steepest ascent with its confidence cone.
+Anderson-Cook, ch. 5 and 6): a quadratic term for every numeric factor, one of them detected
+(Holm-adjusted p ≤ 0.05), makes a second-order surface, whose shape canonical analysis gives
+and whose best point at each distance ridge analysis traces; a model without curvature terms (a
+two-level factorial), or whose curvature is not detected, is read as a plane: its gradient at
+the design centre gives the path of steepest ascent with its confidence cone.
 A fit that does not beat the mean, or reproduces every trial (no error), gets neither: a
 direction read from noise is not a finding.
 """
@@ -71,7 +72,7 @@ def where_next(fit: ResponseFit, step: float = 1.0, steps: int = 5) -> Direction
         return Direction(fit.response, None, why_none="the model does not beat the mean")
     if not s.numeric:
         return Direction(fit.response, None, why_none="no numeric factor to move along")
-    if all(f"I({n} ** 2)" in s.terms for n in s.numeric):
+    if all(f"I({n} ** 2)" in s.terms for n in s.numeric) and curvature_detected(s):
         return Direction(fit.response, "second", canonical=canonical_analysis(s),
                          ridge=ridge_analysis(s))  # fmt: skip
     try:
@@ -79,6 +80,17 @@ def where_next(fit: ResponseFit, step: float = 1.0, steps: int = 5) -> Direction
     except ValueError as err:  # a gradient of 0 at the centre
         return Direction(fit.response, None, why_none=str(err).split(": ", 1)[-1])
     return Direction(fit.response, "first", steepest=path)
+
+
+def curvature_detected(surface, alpha: float = 0.05) -> bool:
+    """Whether any quadratic term's coefficient differs from 0 at level ``alpha`` (Holm over the
+    quadratic terms): without it, the quadratic part is noise, its stationary point is wherever
+    that noise puts it, and the surface is read as a plane."""
+    from analysis.surface import holm
+
+    table = surface.coefficients
+    p = [table.loc[t, "p"] for t in table.index if str(t).startswith("I(")]
+    return bool(p) and bool((holm(p) <= alpha).any())
 
 
 def _point(factors: dict[str, Any]) -> str:

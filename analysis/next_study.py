@@ -11,12 +11,15 @@ From the target's fit (the study file's ``target``), in this order:
    replicates when the fit reproduces every trial (nothing to test effects against);
 3. no factor moves the target detectably: **more replicates**, as many per point as
    ``study power`` says would detect half the smallest effect detectable now (``replicates``);
-4. a model without curvature terms (a two-level factorial) whose best point lies on the
-   region's edge, whose direction of steepest ascent is established (its confidence cone
-   excludes some directions) and whose interactions are not detected: **points along the path
-   of steepest ascent** (``path``), one to three coded units past the region's edge;
-5. another model without curvature terms: **a central composite** (``augment``: the axial and
-   centre points ``study augment`` adds), since two levels cannot show where the surface bends;
+4. a plane (a model without curvature terms, or whose curvature is not detected) whose best
+   point lies on the region's edge, whose direction of steepest ascent is established (its
+   confidence cone excludes some directions) and whose interactions are not detected:
+   **points along the path of steepest ascent** (``path``), one to three coded units past the
+   region's edge;
+5. another plane: from a two-level factorial, **a central composite** (``augment``: the axial
+   and centre points ``study augment`` adds), since two levels cannot show where the surface
+   bends; from a design of three levels or more, **twice the replicates**, to tell its
+   curvature from the noise;
 6. a second-order model whose stationary point is the optimum sought (a maximum for ``max``, a
    minimum for ``min``) inside the region: **a smaller region around it** (``zoom``: half the
    width, centred there) to confirm and sharpen it;
@@ -87,9 +90,9 @@ def next_step(analysis: StudyAnalysis, replicates_now: int) -> NextStep:
                         f"({more} per point)", metric, replicates=more)  # fmt: skip
     if fit.findings is not None and not fit.findings.beats_mean:
         return _more_replicates(fit, replicates_now)
-    if not all(f"I({n} ** 2)" in s.terms for n in s.numeric):
-        return _first_order(fit)
-    return _second_order(fit)
+    if fit.direction.order == "second":
+        return _second_order(fit)
+    return _first_order(fit, replicates_now)
 
 
 def _after_path(analysis: StudyAnalysis, metric: str) -> NextStep:
@@ -156,7 +159,7 @@ def _interactions_detected(s) -> list[str]:
     return [str(t) for t, p in rows["p"].items() if p == p and p <= ALPHA]
 
 
-def _first_order(fit: ResponseFit) -> NextStep:
+def _first_order(fit: ResponseFit, replicates_now: int) -> NextStep:
     s, metric = fit.surface, fit.response
     path = fit.direction.steepest
     edges, bent = _edge_factors(s), _interactions_detected(s)
@@ -178,6 +181,17 @@ def _first_order(fit: ResponseFit) -> NextStep:
             f"so the next study runs {len(points)} points along it, 1 to {PATH_STEPS} coded units "
             "past the region's edge",
             metric, points=points, fixed=s.levels_at_optimum(),
+        )  # fmt: skip
+    if any(" ** 2)" in t for t in s.terms):  # three levels or more: curvature could show
+        more = 2 * replicates_now
+        return NextStep(
+            "replicates",
+            f"the design could show curvature in {metric} but none is detected, and "
+            + ("its best point lies inside the region" if not edges else
+               "the direction of steepest ascent is not established") +
+            f": run the design again with {more} replicates per point (instead of "
+            f"{replicates_now}) to tell the curvature from the noise",
+            metric, replicates=more,
         )  # fmt: skip
     if bent:
         why = f"its interactions are detected ({', '.join(bent)}), so the surface bends"

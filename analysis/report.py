@@ -116,6 +116,17 @@ def _fit_html(fit: ResponseFit) -> str:
     )
 
 
+def _paths(analysis: StudyAnalysis, surfaces: dict) -> dict[str, pd.DataFrame]:
+    """Each drawn surface's path (steepest ascent, or the ridge), for its contour figure."""
+    out = {}
+    for name in surfaces:
+        direction = analysis.fits[name].direction
+        path = direction.steepest or direction.ridge
+        if path is not None:
+            out[name] = path.table
+    return out
+
+
 def _desirability_html(analysis: StudyAnalysis) -> str:
     """The study file's goals met together: the most desirable point, each response's
     prediction, interval and desirability (nothing when the study has no goals)."""
@@ -493,7 +504,8 @@ def write_report(
         r for r, f in analysis.fits.items() if f.findings is not None and not f.findings.beats_mean
     )
     figures = all_figures(analysis.results, history=history, surfaces=surfaces, no_optimum=unnamed,
-                          desirability=analysis.desirability, pareto=analysis.pareto)  # fmt: skip
+                          desirability=analysis.desirability, pareto=analysis.pareto,
+                          paths=_paths(analysis, surfaces))  # fmt: skip
     saved = save_figures(figures, figures_dir)
     written |= {f"figure:{name}": png for name, (png, _) in saved.items()}
     # the embeddings (a palette PNG each: seconds for a study's figures) are made in threads,

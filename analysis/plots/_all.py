@@ -245,13 +245,16 @@ def all_figures(
     no_optimum: frozenset[str] = frozenset(),
     desirability: Any = None,
     pareto: Any = None,
+    paths: dict[str, Any] | None = None,
 ) -> dict[str, Figure]:
     """Every figure that applies to this study, by file name: the plane in z and h, trajectories
     (given a history), main effects and interactions of ``response``, temperature × candidates
     phase diagrams and probe-vs-temperature (when temperature varies), and contours of each
     surface in ``surfaces`` (response -> fitted surface) over its first two numeric factors,
     except the responses in ``no_optimum`` (their models do not beat the mean: no surface to
-    draw), the overall desirability over the first two numeric factors (given ``desirability``,
+    draw), each with its path in ``paths`` (response -> the path of steepest ascent or the
+    ridge, a table with the factors' columns) drawn over it, the overall desirability over the
+    first two numeric factors (given ``desirability``,
     the most desirable point under the study's goals), the Pareto front (given ``pareto``, a
     multi-objective study's), per-class geometry by design point (when
     ``{space}/*_worst_class`` and ``_class_spread`` are recorded) and probe accuracy under
@@ -260,7 +263,7 @@ def all_figures(
         **_plane_figures(df, history, response),
         **_effect_figures(df, response),
         **_temperature_figures(df, response),
-        **_contour_figures(surfaces or {}, no_optimum),
+        **_contour_figures(surfaces or {}, no_optimum, paths or {}),
         **_desirability_figures(desirability, surfaces or {}),
         **_pareto_figures(pareto),
         **_class_spread_figures(df),
@@ -342,12 +345,15 @@ def _temperature_figures(df: pd.DataFrame, response: str) -> dict[str, Figure]:
     return figures
 
 
-def _contour_figures(surfaces: dict[str, Any], no_optimum: frozenset[str]) -> dict[str, Figure]:
+def _contour_figures(
+    surfaces: dict[str, Any], no_optimum: frozenset[str], paths: dict[str, Any]
+) -> dict[str, Figure]:
     figures = {}
     for name, surface in surfaces.items():
         numeric = [f for f in surface.factors if surface.coding[f].kind == "numeric"]
         # a flat surface has no optimum; one that does not beat the mean has nothing to show
         if len(numeric) >= 2 and surface.optimum is not None and name not in no_optimum:
             key = f"contours_{_slug(name)}_{_slug(numeric[0])}_{_slug(numeric[1])}"
-            figures[key] = surface_contours(surface, numeric[0], numeric[1])
+            figures[key] = surface_contours(surface, numeric[0], numeric[1],
+                                            path=paths.get(name))  # fmt: skip
     return figures

@@ -97,7 +97,7 @@ def _factor_axis(surface: Any, name: str, n: int) -> np.ndarray:
 
 
 def surface_contours(
-    surface: Any, x: str, y: str, n: int = 60, *, name_optimum: bool = True
+    surface: Any, x: str, y: str, n: int = 60, *, name_optimum: bool = True, path: Any = None
 ) -> Figure:
     """Filled contours of a fitted response surface over numeric factors ``x`` and ``y`` with the
     other factors at the surface's optimum; the optimum is a star and the design points (the
@@ -105,7 +105,9 @@ def surface_contours(
     not beat the mean) there is no surface to show: only the design points are drawn, with no
     contour, colour or star, and the title and a note in the axes say why. ``surface`` is
     duck-typed: ``response``, ``factors``, ``coding``, ``optimum`` and ``predict(frame) ->
-    [mean, lower, upper]``."""
+    [mean, lower, upper]``. ``path`` (a table with columns ``x`` and ``y``: the path of steepest
+    ascent or the ridge, :mod:`analysis.direction`) is drawn over the contours, where it runs
+    inside the axes."""
     xs, ys, Z = contour_grid(surface, x, y, n)
     fig = Figure(figsize=(FIG_WIDTH, 4.8), layout="constrained")
     ax = fig.add_subplot()
@@ -124,6 +126,9 @@ def surface_contours(
     _draw_design_points(ax, surface, x, y)
     if name_optimum:
         _draw_optimum(ax, surface.optimum, x, y)
+        if path is not None and {x, y} <= set(path.columns):
+            ax.plot(path[x], path[y], color="white", linewidth=1.6, marker="o", markersize=3.5,
+                    markeredgecolor="black", zorder=3, label="where next (path)")  # fmt: skip
     ax.set_xlim(xs[0], xs[-1])
     ax.set_ylim(ys[0], ys[-1])
     for target, values, name in ((ax.xaxis, xs, x), (ax.yaxis, ys, y)):

@@ -96,3 +96,31 @@ def test_a_response_no_factor_moves_gets_no_direction():
         "why_none": "the model does not beat the mean",
     }
     assert "No direction is named: the model does not beat the mean." in _fit_html(fit)
+
+
+def test_a_plane_on_three_levels_is_read_as_a_plane_not_as_a_noisy_bowl():
+    """Its quadratic terms are fitted but none is detected: a canonical analysis of that noise
+    put the stationary point thousands of coded units out (exp overflowed); the path of steepest
+    ascent is what the data say."""
+    from analysis.direction import curvature_detected
+
+    fit = fit_best_supported(planted(lambda u, v: 0.8 + 0.04 * u + 0.02 * v), RESPONSE)
+    assert "I(temperature ** 2)" in fit.surface.terms and not curvature_detected(fit.surface)
+    direction = fit.direction
+    assert direction.order == "first" and direction.canonical is None
+    assert direction.steepest.direction == pytest.approx(np.array([2.0, 1.0]) / math.sqrt(5),
+                                                         abs=0.02)  # fmt: skip
+
+
+def test_the_path_is_drawn_over_the_responses_contours():
+    from analysis.fits import analyse
+    from analysis.plots import all_figures
+    from analysis.report import _paths
+
+    frame = planted(lambda u, v: 0.8 + 0.04 * u + 0.02 * v)
+    analysis = analyse(frame, (RESPONSE,))
+    surfaces = {r: f.surface for r, f in analysis.fits.items()}
+    figures = all_figures(frame, surfaces=surfaces, paths=_paths(analysis, surfaces))
+    figure = figures["contours_probe_knn_top1_h_temperature_batch_size"]
+    labels = [line.get_label() for line in figure.axes[0].get_lines()]
+    assert "where next (path)" in labels
