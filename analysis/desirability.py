@@ -33,6 +33,7 @@ import pandas as pd
 from scipy import optimize
 
 from analysis.surface import ResponseSurface, json_number
+from analysis.units import level
 
 EDGE = 1e-3  # a coordinate this close (coded) to the region's boundary is on it
 
@@ -201,7 +202,7 @@ class DesirabilityOptimum:
         where = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
                           for k, v in self.point.items())  # fmt: skip
         parts = "; ".join(
-            f"{m} {r['predicted']:.4g} (d = {r['d']:.2f})" for m, r in self.responses.items()
+            f"{m} {level(m, r['predicted'])} (d = {r['d']:.2f})" for m, r in self.responses.items()
         )
         lead = (f"Most desirable point in the design region: {where}, overall desirability "
                 f"D = {self.overall:.3f} ({parts}).")  # fmt: skip

@@ -146,7 +146,9 @@ def _desirability_html(analysis: StudyAnalysis) -> str:
         for g in found.goals
     ])  # fmt: skip
     table = rows.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="")
-    return head + words + _scrolling_tables(table)
+    units = ("<p>The table is in the recorded units, as the study file's goals are written "
+             "(accuracies as fractions: 0.01 = 1 point).</p>")  # fmt: skip
+    return head + words + _scrolling_tables(table) + units
 
 
 def _pareto_html(analysis: StudyAnalysis) -> str:
