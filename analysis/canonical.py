@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from analysis.surface import ResponseSurface, json_number, records
+from analysis.surface import ResponseSurface, json_number, json_value, records
 
 FLAT_SHARE = 0.1
 """An eigenvalue smaller in size than this share of the largest is "near zero": the surface is
@@ -83,7 +83,7 @@ class CanonicalAnalysis:
             "kind": self.kind,
             "stationary_coded": self.stationary_coded,
             "stationary": None if self.stationary is None else {
-                k: json_number(v) for k, v in self.stationary.items()},
+                k: json_value(v) for k, v in self.stationary.items()},
             "predicted": json_number(self.predicted),
             "interval": None if self.interval is None else [json_number(v) for v in self.interval],
             "distance": json_number(self.distance),

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import optimize
 
-from analysis.surface import ResponseSurface, json_number
+from analysis.surface import ResponseSurface, json_number, json_value
 from analysis.units import level
 
 EDGE = 1e-3  # a coordinate this close (coded) to the region's boundary is on it
@@ -188,8 +188,7 @@ class DesirabilityOptimum:
     def to_json(self) -> dict[str, Any]:
         return {
             "goals": [g.to_json() for g in self.goals],
-            "point": {k: json_number(v) if isinstance(v, int | float | np.number) else v
-                      for k, v in self.point.items()},
+            "point": {k: json_value(v) for k, v in self.point.items()},
             "coded": {k: json_number(v) for k, v in self.coded.items()},
             "overall": json_number(self.overall),
             "responses": self.responses,

@@ -253,10 +253,19 @@ def json_number(value) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def json_value(value) -> Any:
+    """A factor's value for JSON: a number through :func:`json_number`, a category (text, a
+    boolean) as it is."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | float | np.number):
+        return json_number(value)
+    return value
+
+
 def records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """A table's rows for JSON, numbers through :func:`json_number`."""
-    return [{k: json_number(v) if isinstance(v, int | float | np.number) else v
-             for k, v in row.items()} for row in table.to_dict("records")]  # fmt: skip
+    """A table's rows for JSON, each value through :func:`json_value`."""
+    return [{k: json_value(v) for k, v in row.items()} for row in table.to_dict("records")]
 
 
 # ---------------------------------------------------------------------------------------------

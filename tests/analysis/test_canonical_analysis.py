@@ -248,3 +248,21 @@ def test_a_first_order_surface_has_no_canonical_analysis():
                                  scales=linear("Time", "Temp"), quadratic=False)  # fmt: skip
     with pytest.raises(ValueError, match=r"not a second-order surface \(no quadratic term"):
         canonical_analysis(first)
+
+
+def test_a_surface_with_a_categorical_factor_is_analysed_at_the_optimums_level_and_to_json():
+    """The stationary point in natural units holds the categorical level the analysis is taken
+    at; report.json once failed on it ("could not convert string to float: 'crop+noise'")."""
+    import json
+
+    better = CHEM_REACT.assign(catalyst="b", Yield=CHEM_REACT["Yield"] + 1.0)
+    frame = pd.concat([CHEM_REACT.assign(catalyst="a"), better])
+    surface = fit_response_surface(frame, "Yield", ["Time", "Temp", "catalyst"], goal="max",
+                                   scales=linear("Time", "Temp"), blocks="Block")  # fmt: skip
+    found = canonical_analysis(surface)
+    assert found.stationary["catalyst"] == "b"  # the better level, where the optimum is
+    assert found.stationary["Time"] == pytest.approx(86.86148, abs=1e-4)
+    data = json.loads(json.dumps(found.to_json()))
+    assert data["stationary"]["catalyst"] == "b"
+    ridge = ridge_analysis(surface)
+    assert json.loads(json.dumps(ridge.to_json()))["path"][-1]["mean"] > 0
