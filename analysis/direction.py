@@ -113,7 +113,7 @@ def _steepest_words(path: SteepestPath) -> list[str]:
                 f" (95% CI {level(path.response, last['lower'])} to "
                 f"{level(path.response, last['upper'])})")  # fmt: skip
     return [
-        f"Path of steepest {verb} (first-order model): per coded unit {moves}; {sure}.",
+        f"Path of steepest {verb} (the surface read as a plane): per coded unit {moves}; {sure}.",
         f"At {last['distance']:.3g} coded units ({where}) the model predicts "
         f"{level(path.response, last['mean'])}{interval}, an extrapolation past the design's "
         f"radius of {path.design_radius:.2f}." if last["distance"] > path.design_radius else

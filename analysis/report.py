@@ -138,7 +138,8 @@ def _desirability_html(analysis: StudyAnalysis) -> str:
         return f"{head}<p>{html.escape(found[0].upper() + found[1:])}.</p>"
     words = "".join(f"<p>{html.escape(x)}</p>" for x in found.sentences())
     rows = pd.DataFrame([
-        {"metric": g.metric, "goal": g.goal, "low": g.low, "target": g.target, "high": g.high,
+        {"metric": g.metric, "goal": g.goal, "low": g.low,
+         "target": "" if g.target is None else g.target, "high": g.high,
          "weight": g.weight, "importance": g.importance,
          "predicted": found.responses[g.metric]["predicted"],
          "95% CI": _interval_text(found.responses[g.metric]["interval"]),

@@ -99,8 +99,9 @@ def steepest_path(
     sign = 1.0 if goal == "max" else -1.0
     direction = sign * gradient / np.linalg.norm(gradient)
     if any(" ** 2)" in t for t in surface.terms) or any(":" in t for t in surface.terms):
-        notes.append("the model has curvature or interaction terms: the path follows the "
-                     "gradient at the centre, and bends away from it further out")  # fmt: skip
+        notes.append("the model also has interaction or (undetected) curvature terms: the path "
+                     "follows the gradient at the centre, and the surface may bend away from it "
+                     "further out")  # fmt: skip
     distances = step * np.arange(steps + 1)
     coded = distances[:, None] * direction[None, :]
     natural = surface.natural(coded, combo)

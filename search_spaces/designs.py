@@ -663,12 +663,14 @@ def _points_listed(spec: StudySpec) -> tuple[list[Point], dict]:
                          "values)")  # fmt: skip
     fixed, points = fixed_fields(spec), []
     for i, given in enumerate(listed):
-        where = f"design.points[{i}]"
+        where = f"design.points.{i}"  # as the schema's own messages name a list's item
         if set(given) != set(spec.factors):
             missing = sorted(set(spec.factors) - set(given))
             extra = sorted(set(given) - set(spec.factors))
-            raise StudyError(f"{where}: every point names each factor once (missing "
-                             f"{missing or 'none'}, not a factor {extra or 'none'})")  # fmt: skip
+            wrong = [f"no value of {', '.join(missing)}"] if missing else []
+            wrong += [f"{', '.join(extra)} is not a factor"] if extra else []
+            raise StudyError(f"{where}: every point gives a value of each factor "
+                             f"({', '.join(spec.factors)}): {'; '.join(wrong)}")  # fmt: skip
         values, snapped = {}, {}
         for name, factor in spec.factors.items():
             values[name] = _listed_value(f"{where}.{name}", name, factor, given[name], fixed,
@@ -748,7 +750,7 @@ def build_design(spec: StudySpec) -> FixedDesign | AdaptiveDesign:
     reported = evaluation_metrics(design.sample_config())
     _check_metric("target.metric", spec.target.metric, reported)
     for i, goal in enumerate(spec.goals):
-        _check_metric(f"goals[{i}].metric", goal.metric, reported)
+        _check_metric(f"goals.{i}.metric", goal.metric, reported)
     return design
 
 
@@ -854,7 +856,7 @@ def objectives_of(spec: StudySpec) -> list[tuple[str, str, str]]:
     """(where in the study file, metric, max | min) of each objective an Optuna design seeks."""
     design = spec.design
     if design.objectives:
-        return [(f"design.objectives[{i}].metric", o.metric, o.mode)
+        return [(f"design.objectives.{i}.metric", o.metric, o.mode)
                 for i, o in enumerate(design.objectives)]  # fmt: skip
     return [("design.metric", design.metric, design.mode)]
 

@@ -238,8 +238,22 @@ CASES = [
     Bad(
         "goal-metric-not-reported",
         _set("goals", value=[{"metric": "z/uniformity", "goal": "min", "low": -3, "high": -2}]),
-        "goals[0].metric",
+        "goals.0.metric",
         "'z/uniformity'",
+    ),
+    Bad(
+        "points-missing-a-factor",
+        _set("design", value={"kind": "points", "points": [{"temperature": 0.2}]}),
+        "design.points.0",
+        "no value of batch_size",
+    ),
+    Bad(
+        "point-outside-its-factors-bounds",
+        _set(
+            "design", value={"kind": "points", "points": [{"temperature": 0.9, "batch_size": 64}]}
+        ),
+        "design.points.0.temperature",
+        "0.9 lies outside the factor's bounds [0.1, 0.5]",
     ),
     Bad(
         "goal-twice-for-one-metric",

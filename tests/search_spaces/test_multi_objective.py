@@ -95,7 +95,7 @@ def test_a_resumed_search_is_warmed_with_every_finished_trials_values():
         ),
         (
             {"objectives": [OBJECTIVES[0], {"metric": "z/uniformity", "mode": "min"}]},
-            "design.objectives[1].metric: 'z/uniformity' is not a metric",
+            "design.objectives.1.metric: 'z/uniformity' is not a metric",
         ),
         ({"kind": "full_factorial", "samples": None}, "design.objectives"),
     ],
