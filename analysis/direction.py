@@ -38,6 +38,11 @@ class Direction:
     ridge: RidgePath | None = None
     why_none: str = ""
 
+    @property
+    def path(self) -> SteepestPath | RidgePath | None:
+        """The path to draw and tabulate: the steepest-ascent path, or the ridge."""
+        return self.steepest or self.ridge
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"order": self.order}
         if self.order is None:

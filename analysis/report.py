@@ -120,8 +120,7 @@ def _paths(analysis: StudyAnalysis, surfaces: dict) -> dict[str, pd.DataFrame]:
     """Each drawn surface's path (steepest ascent, or the ridge), for its contour figure."""
     out = {}
     for name in surfaces:
-        direction = analysis.fits[name].direction
-        path = direction.steepest or direction.ridge
+        path = analysis.fits[name].direction.path
         if path is not None:
             out[name] = path.table
     return out
@@ -172,7 +171,7 @@ def _direction_html(fit: ResponseFit) -> str:
     """Where to go next on this surface: the sentences, then the path's table."""
     direction = fit.direction
     words = "".join(f"<li>{html.escape(x)}</li>" for x in direction.sentences())
-    path = direction.steepest or direction.ridge
+    path = direction.path
     if path is None:
         return f"<p>Where next:</p><ul>{words}</ul>"
     kind = "steepest-ascent path" if direction.steepest is not None else "ridge analysis"
