@@ -250,6 +250,13 @@ FIGURE_GROUPS = (
 )
 
 
+NOT_DRAWN = (
+    "<p>The figures were not drawn for this report (it was written without them, to save the "
+    "time they take). <code>study report</code> on this study writes the report again with "
+    "them; every number here stays the same.</p>"
+)
+
+
 def _figures_html(names: list[str], blocks: dict[str, str], no_contours: list[str],
                   panels: dict[str, str]) -> str:  # fmt: skip
     """The Figures section: an index (one line per figure, linked to it, source-return panels
@@ -474,9 +481,13 @@ def write_report(
     history: pd.DataFrame | None = None,
     panels: Mapping[str, str | Path] | None = None,
     source_return: Mapping[str, pd.DataFrame] | None = None,
+    figures: bool = True,
 ) -> dict[str, Path]:
     """Write ``report.html``, ``report.json``, ``evidence.md``, ``evidence.json`` and
     ``figures/*.png|svg`` under ``out_dir``; returns name -> path.
+
+    ``figures=False`` writes everything but the figures, most of a report's time (the Figures
+    section then says they were not drawn and how to draw them); every number is the same.
 
     ``report.html`` opens with the headline (:mod:`analysis.headline`: the study in one
     sentence, the findings with their evidence, the best point, the next study), then the
@@ -498,17 +509,21 @@ def write_report(
 
     out = Path(out_dir)
     figures_dir = out / "figures"
-    figures_dir.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    if figures:
+        figures_dir.mkdir(exist_ok=True)
     surfaces = {r: f.surface for r, f in analysis.fits.items()  # a flat one has no optimum
                 if f.surface is not None and f.surface.optimum is not None}  # fmt: skip
     written: dict[str, Path] = {}
     unnamed = frozenset(
         r for r, f in analysis.fits.items() if f.findings is not None and not f.findings.beats_mean
     )
-    figures = all_figures(analysis.results, history=history, surfaces=surfaces, no_optimum=unnamed,
-                          desirability=analysis.desirability, pareto=analysis.pareto,
-                          paths=_paths(analysis, surfaces))  # fmt: skip
-    saved = save_figures(figures, figures_dir)
+    drawn = {}
+    if figures:
+        drawn = all_figures(analysis.results, history=history, surfaces=surfaces,
+                            no_optimum=unnamed, desirability=analysis.desirability,
+                            pareto=analysis.pareto, paths=_paths(analysis, surfaces))  # fmt: skip
+    saved = save_figures(drawn, figures_dir)
     written |= {f"figure:{name}": png for name, (png, _) in saved.items()}
     # the embeddings (a palette PNG each: seconds for a study's figures) are made in threads,
     # as Pillow works without the GIL, while this thread writes the card and the JSON
@@ -540,6 +555,9 @@ def write_report(
         )
         panel_anchors = {label: f"source-return-{i}" for i, label in enumerate(shown, start=1)}
         blocks = {name: _figure_html(name, uri.result()) for name, uri in uris.items()}
+    figures_html = (
+        _figures_html(list(blocks), blocks, no_contours, panel_anchors) if figures else NOT_DRAWN
+    )
     fits = _scrolling_tables("".join(_fit_html(f) for f in analysis.fits.values()))
     marker = "<!-- contents -->"
     body = _with_contents(
@@ -551,7 +569,7 @@ def write_report(
 <h2 id="surfaces">Response surfaces</h2>{fits}
 <h2 id="frontier">Alignment–uniformity frontier (z)</h2>{_frontier_html(analysis.frontier)}
 <h2 id="trials">Trials</h2>{_trials_html(analysis)}
-<h2 id="figures">Figures</h2>{_figures_html(list(blocks), blocks, no_contours, panel_anchors)}
+<h2 id="figures">Figures</h2>{figures_html}
 {returned}
 <h2 id="evidence">Evidence card</h2>{_card_html(card.to_markdown())}""",
         marker,

@@ -393,6 +393,13 @@ def run(
             help="Run the smoke variant, a tiny budget and one replicate, as <study>-smoke."
         ),
     ] = False,
+    figures: Annotated[
+        bool,
+        typer.Option(
+            help="Draw the report's figures. --no-figures writes the report without them "
+            "(seconds sooner; every number the same); `study report` draws them later."
+        ),
+    ] = True,
 ) -> None:
     """Run a study on Ray Tune; running an existing study again resumes it."""
     from study.runner import StudyFailedError, StudyInterruptedError, run_study
@@ -400,7 +407,7 @@ def run(
     try:
         outcome = run_study(
             spec, address=address, tracking_uri=tracking_uri, storage=storage,
-            max_concurrent=max_concurrent, smoke=smoke,
+            max_concurrent=max_concurrent, smoke=smoke, figures=figures,
         )  # fmt: skip
     except StudyInterruptedError as err:  # Ctrl-C: 128 + SIGINT, as a shell reports it
         typer.echo(f"interrupted: {err}", err=True)
@@ -544,6 +551,10 @@ def report(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the summary as one JSON object.")
     ] = False,
+    figures: Annotated[
+        bool,
+        typer.Option(help="Draw the figures. --no-figures writes the report without them."),
+    ] = True,
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Write a study's report: fit its response surfaces, draw every figure, fill the evidence
@@ -556,7 +567,7 @@ def report(
     uri = tracking_uri or default_tracking_uri()
     record = _existing(name, uri, writable=True) if name else None  # it points to the report
     try:
-        summary, folder = make_report(record, results, out, tracking_uri=uri)
+        summary, folder = make_report(record, results, out, tracking_uri=uri, figures=figures)
     except (StudyError, ValueError) as err:
         _fail(err)
     if as_json:

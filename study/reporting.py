@@ -25,13 +25,15 @@ def make_report(
     *,
     tracking_uri: str,
     stored_as: str | None = None,
+    figures: bool = True,
 ) -> tuple[dict[str, Any], Path]:
     """Analyse a study from its record and/or a results Parquet, and write the report.
 
     When the tracking store holds the study, the report folder is attached to its parent run
     under ``report/``, the parent's description becomes the findings (:func:`parent_note`) and
     the experiment's description points at the report (and at ``stored_as``, where the report
-    is kept once written: the study's storage; the folder itself when None). Returns (the JSON
+    is kept once written: the study's storage; the folder itself when None). ``figures=False``
+    writes it without its figures (:func:`analysis.report.write_report`). Returns (the JSON
     summary, the folder). ``results`` may be a path or a URI pyarrow reads.
     """
     # A results file, when given, is the table (the study just wrote it, or the user has it);
@@ -39,7 +41,10 @@ def make_report(
     df = read_results(results) if results is not None else results_frame(results_table(record))
     if record is None:
         record = _record_if_present(df.attrs.get("study", ""), tracking_uri)
-    history = load_history(record.study, tracking_uri, HISTORY_METRICS) if record else None
+    # the histories are drawn, never tabled: without figures they are not read
+    history = (
+        load_history(record.study, tracking_uri, HISTORY_METRICS) if record and figures else None
+    )
     study = df.attrs.get("study") or "study"
     folder = Path(out) if out else Path("studies") / study / "report"
     analysis = analyse(df)
@@ -47,7 +52,9 @@ def make_report(
         returned = source_return(record, df, Path(tmp)) if record is not None else {}
         panels = {label: panel for label, (panel, _) in returned.items()}
         tables = {label: table for label, (_, table) in returned.items() if table is not None}
-        write_report(analysis, folder, history, panels=panels, source_return=tables)
+        write_report(
+            analysis, folder, history, panels=panels, source_return=tables, figures=figures
+        )
     parent = record.parent() if record is not None else None
     if parent is not None:
         record.client.log_artifacts(parent.info.run_id, str(folder), "report")

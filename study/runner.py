@@ -657,7 +657,12 @@ def launch(
 
 
 def _report(
-    record: StudyRecord, results: Path, tracking_uri: str, folder: Path, study: Storage
+    record: StudyRecord,
+    results: Path,
+    tracking_uri: str,
+    folder: Path,
+    study: Storage,
+    figures: bool = True,
 ) -> list[str] | None:
     """The analysis report of a finished study, written to ``folder``; returns its headline's
     terminal lines, or None when it failed (said, with the command that writes it again): that
@@ -667,7 +672,12 @@ def _report(
     try:
         stored_as = study.uri_of(REPORT_DIR, "report.html")
         summary, _ = make_report(
-            record, results, folder, tracking_uri=tracking_uri, stored_as=stored_as
+            record,
+            results,
+            folder,
+            tracking_uri=tracking_uri,
+            stored_as=stored_as,
+            figures=figures,
         )
         return list(summary["headline"]["lines"])
     except Exception as err:  # the study itself is complete and recorded
@@ -692,6 +702,7 @@ def run_study(
     max_concurrent: int | None = None,
     smoke: bool = False,
     quiet: bool = False,
+    figures: bool = True,
 ) -> StudyOutcome:
     """``study run``: validate, record, run what is missing, export. See the module docstring.
 
@@ -716,7 +727,7 @@ def run_study(
     recorded = preflight(spec, design, tracking_uri, address)
     storage = checked_storage(storage)
     study = storage.sub(spec.study)
-    rerun = _rerun_command(spec_path, smoke, tracking_uri, storage)
+    rerun = _rerun_command(spec_path, smoke, tracking_uri, storage, figures)
     artifacts = storage.uri_of("mlartifacts") if tracking_uri.startswith("sqlite") else None
 
     # the lease comes before anything is run or ended: a live driver's runs are its own
@@ -748,7 +759,7 @@ def run_study(
                 stopping = threading.Thread(target=ray_here.stop, name="study-ray-stop")
                 stopping.start()
                 results, findings = _export_and_report(
-                    record, parent_id, study, spec, tracking_uri, rerun
+                    record, parent_id, study, spec, tracking_uri, rerun, figures
                 )
                 stopping.join()
             counts = record.status_counts()
@@ -866,7 +877,7 @@ def _load_report_modules() -> None:
 
 def _export_and_report(
     record: StudyRecord, parent_id: str, study: Storage, spec: StudySpec, tracking_uri: str,
-    rerun: str,
+    rerun: str, figures: bool = True,
 ) -> tuple[str, list[str] | None]:  # fmt: skip
     """Export the results and write the report in a local staging folder (the parent run gets
     both from there), then copy them to the study's storage; returns the results' URI there
@@ -875,7 +886,7 @@ def _export_and_report(
         local = Path(staging) / RESULTS_FILE
         _export(record, parent_id, local, study, spec, tracking_uri, rerun)
         _summarise(record, parent_id, local, spec)
-        findings = _report(record, local, tracking_uri, Path(staging) / REPORT_DIR, study)
+        findings = _report(record, local, tracking_uri, Path(staging) / REPORT_DIR, study, figures)
         if findings is not None:
             _store(study, Path(staging) / REPORT_DIR, REPORT_DIR)
     return study.uri_of(RESULTS_FILE), findings
@@ -914,13 +925,16 @@ def _interrupted(spec: StudySpec, rerun: str, recorded: bool) -> str:
 
 
 def _rerun_command(
-    spec_path: str | Path | None, smoke: bool, tracking_uri: str, storage: Storage
-) -> str:
+    spec_path: str | Path | None, smoke: bool, tracking_uri: str, storage: Storage,
+    figures: bool = True,
+) -> str:  # fmt: skip
     argv = [tool("study"), "run"]
     if spec_path is not None:
         argv.append(str(Path(spec_path).resolve()) if Path(spec_path).exists() else str(spec_path))
     if smoke:
         argv.append("--smoke")
+    if not figures:
+        argv.append("--no-figures")
     argv += ["--tracking-uri", tracking_uri, "--storage", storage.uri]
     return shell_command(*argv)
 

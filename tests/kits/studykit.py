@@ -108,6 +108,7 @@ def start_driver(spec: Path, workdir: Path, uri: str, study: str) -> tuple[list[
         study,
         "run",
         str(spec),
+        "--no-figures",  # no test of a killed driver reads the figures: seconds per study
         "--tracking-uri",
         uri,
         "--storage",

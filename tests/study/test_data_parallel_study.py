@@ -200,7 +200,8 @@ def test_two_worker_study_end_to_end_with_a_worker_killed(workdir, ray_tmp):
     spec = write_workers_spec(workdir / "dp.yaml")
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     driver = subprocess.Popen(
-        [STUDY, "run", str(spec), "--tracking-uri", uri, "--storage", str(workdir / "studies")],
+        [STUDY, "run", str(spec), "--no-figures", "--tracking-uri", uri, "--storage",
+         str(workdir / "studies")],
         cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     trial_dir = workdir / "studies" / "dp-two" / "trials" / "p000-r0"

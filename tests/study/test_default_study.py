@@ -1,5 +1,7 @@
-"""The default study on a fresh folder, run once through the real CLI; then everything that
-reads its output: status, export, the report, and the notebook executed with nbclient."""
+"""The default study on a fresh folder, run once through the real CLI at a quarter of its
+budget (the same factors, design, trials and code path; how long the full study takes is
+``benchmarks/study.py``'s figure, never a test's); then everything that reads its output: status,
+export, the report, and the notebook executed with nbclient."""
 
 from __future__ import annotations
 
@@ -9,37 +11,43 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import nbformat
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from mlflow.tracking import MlflowClient
 from nbclient import NotebookClient
 from processkit import kill_processes_mentioning
 from reportkit import navigation_problems
 from studykit import child_runs, parent_runs
 
+from search_spaces.spec import SPEC_DIR
+
 ROOT = Path(__file__).resolve().parents[2]
 STUDY = str(Path(sys.executable).with_name("study"))
 NAME = "default-digits"
+BUDGET = 7680  # a quarter of the shipped 30,720: 120 steps at B = 64, 30 at B = 256
 
 
 @pytest.fixture(scope="module")
 def default_study(tmp_path_factory):
-    """`study run` with no arguments in an empty folder; (folder, stdout, seconds)."""
+    """`study run` of the shipped default study at a quarter of its budget, in an empty folder;
+    (folder, stdout, the study file)."""
     folder = tmp_path_factory.mktemp("fresh")
+    data = yaml.safe_load((SPEC_DIR / "default.yaml").read_text())
+    data["trial"]["budget_examples"] = BUDGET
+    spec = folder / "default-digits.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
     ray_tmp = tempfile.mkdtemp(prefix="rd", dir="/tmp")
     env = os.environ | {"RAY_TMPDIR": ray_tmp}
-    t0 = time.monotonic()
-    done = subprocess.run([STUDY, "run"], cwd=folder, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
-    elapsed = time.monotonic() - t0
+    done = subprocess.run([STUDY, "run", spec.name], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=900)  # fmt: skip
     kill_processes_mentioning(ray_tmp)
     shutil.rmtree(ray_tmp, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    return folder, done.stdout, elapsed
+    return folder, done.stdout, spec
 
 
 def uri(folder: Path) -> str:
@@ -47,15 +55,14 @@ def uri(folder: Path) -> str:
 
 
 @pytest.mark.slow
-def test_default_study_finishes_within_five_minutes_and_records_every_trial(default_study):
-    folder, stdout, elapsed = default_study
-    assert elapsed < 300
+def test_the_default_study_records_every_trial_compute_matched(default_study):
+    folder, stdout, _ = default_study
     assert "mlflow ui --backend-store-uri sqlite:///" in stdout
     assert len(parent_runs(uri(folder), NAME)) == 1
     children = child_runs(uri(folder), NAME)
     assert len(children) == 8 and {r.info.status for r in children} == {"FINISHED"}
     frame = pq.read_table(folder / "studies" / NAME / "results.parquet").to_pandas()
-    assert len(frame) == 8 and set(frame["examples_seen"]) == {30720}
+    assert len(frame) == 8 and set(frame["examples_seen"]) == {BUDGET}
 
 
 @pytest.mark.slow
@@ -107,7 +114,7 @@ def test_study_run_ends_with_the_findings_then_the_paths_and_the_parent_leads_wi
     assert 2 <= len(lines) <= 6 and lines[0] == summary["headline"]["sentence"]
     assert lines[0].startswith(f"{NAME} varied temperature (0.1 to 0.5) and batch_size (64 to "
                                "256) in a full factorial design: 8 trials, 8 finished, each "
-                               "trained on 30,720 examples.")  # fmt: skip
+                               f"trained on {BUDGET:,} examples.")  # fmt: skip
     tail = stdout.strip().splitlines()
     start = tail.index(lines[0])
     assert tail[start : start + len(lines)] == lines
@@ -124,12 +131,14 @@ def test_study_run_ends_with_the_findings_then_the_paths_and_the_parent_leads_wi
 @pytest.mark.slow
 def test_report_json_from_mlflow_and_from_parquet_agree(default_study, tmp_path):
     folder, _, _ = default_study
-    by_name = subprocess.run([STUDY, "report", NAME, "--out", str(tmp_path / "a"), "--json"],
-                             cwd=folder, capture_output=True, text=True)  # fmt: skip
+    # the numbers only: the figures (drawn by `study run`, tested above) would take most of it
+    by_name = subprocess.run([STUDY, "report", NAME, "--out", str(tmp_path / "a"), "--json",
+                              "--no-figures"], cwd=folder, capture_output=True,
+                             text=True)  # fmt: skip
     results = folder / "studies" / NAME / "results.parquet"
     by_file = subprocess.run([STUDY, "report", "--results", str(results), "--out",
-                              str(tmp_path / "b"), "--json"], cwd=folder, capture_output=True,
-                             text=True)  # fmt: skip
+                              str(tmp_path / "b"), "--json", "--no-figures"], cwd=folder,
+                             capture_output=True, text=True)  # fmt: skip
     assert by_name.returncode == 0, by_name.stderr[-2000:]
     assert by_file.returncode == 0, by_file.stderr[-2000:]
     a, b = json.loads(by_name.stdout), json.loads(by_file.stdout)

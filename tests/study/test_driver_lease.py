@@ -328,7 +328,8 @@ def test_writes_too_slow_in_every_round_are_refused_saying_so(workdir, monkeypat
 def start(spec: Path, cwd: Path, uri: str, storage: str, ray_tmp: str) -> subprocess.Popen:
     env = os.environ | {"RAY_TMPDIR": ray_tmp}
     return subprocess.Popen(
-        [STUDY, "run", str(spec), "--tracking-uri", uri, "--storage", storage], cwd=cwd,
+        [STUDY, "run", str(spec), "--no-figures", "--tracking-uri", uri, "--storage", storage],
+        cwd=cwd,
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip

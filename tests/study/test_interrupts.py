@@ -16,9 +16,10 @@ from studykit import STUDY, checkpoints, child_runs, parent_runs, wait_for, writ
 NAME = "interrupted"
 
 
-def driver(spec: Path, workdir: Path, uri: str, **env: str) -> subprocess.Popen:
+def driver(spec: Path, workdir: Path, uri: str, *options: str, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [STUDY, "run", str(spec), "--tracking-uri", uri, "--storage", str(workdir / "studies")],
+        [STUDY, "run", str(spec), *options, "--tracking-uri", uri, "--storage",
+         str(workdir / "studies")],
         cwd=workdir, env=os.environ | env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True,
     )  # fmt: skip
@@ -47,18 +48,19 @@ def test_an_interrupt_during_the_trials_kills_their_runs_and_says_how_to_resume(
                       trial={"budget_examples": 128 * 24, "batch_size": 128, "eval_marks": 6},
                       max_concurrent=1, resources={"workers": workers, "cpu": 1})  # fmt: skip
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
-    first = driver(spec, workdir, uri)
+    first = driver(spec, workdir, uri, "--no-figures")
     trial_dir = workdir / "studies" / NAME / "trials" / "p000-r0"
     wait_for(lambda: len(checkpoints(trial_dir)) >= 1, 180, "a first checkpoint", first)
     out, err = interrupt(first)
     assert first.returncode == 130, err[-3000:]
     assert "interrupted: study 'interrupted' interrupted: its trials were stopped" in err
-    assert f"{STUDY} run {spec}" in err and "Tuner.restore" not in out + err
+    # the same command, resumed: its options kept
+    assert f"{STUDY} run {spec} --no-figures" in err and "Tuner.restore" not in out + err
     assert statuses(uri) <= {"KILLED", "FINISHED"} and "KILLED" in statuses(uri)
     assert not (workdir / "studies" / NAME / "results.parquet").exists()  # nothing partial
     assert "Highest" not in out and "report:" not in out
 
-    again = driver(spec, workdir, uri)
+    again = driver(spec, workdir, uri, "--no-figures")
     out, err = again.communicate(timeout=400)
     assert again.returncode == 0, err[-3000:]
     runs = {r.data.tags["study.trial_key"]: r for r in child_runs(uri, NAME)}

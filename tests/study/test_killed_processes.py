@@ -37,7 +37,16 @@ def test_worker_sigkill_is_retried_from_its_checkpoint(workdir, ray_tmp):
     # a variable Tune copies into every trial actor (as a bucket's credentials are) must not
     # keep the trial from the warm worker Ray started for it: the workers inherited it
     driver = subprocess.Popen(
-        [STUDY, "run", str(spec), "--tracking-uri", uri, "--storage", str(workdir / "studies")],
+        [
+            STUDY,
+            "run",
+            str(spec),
+            "--no-figures",
+            "--tracking-uri",
+            uri,
+            "--storage",
+            str(workdir / "studies"),
+        ],
         cwd=workdir,
         env=os.environ | {"AWS_ACCESS_KEY_ID": "not-used"},
         stdout=subprocess.PIPE,
@@ -131,9 +140,8 @@ def test_trials_land_on_both_nodes_of_a_two_node_cluster(workdir, ray_tmp):
             max_concurrent=2,
         )
         uri = f"sqlite:///{workdir / 'mlflow.db'}"
-        outcome = run_study(
-            spec, address=cluster.address, tracking_uri=uri, storage=workdir / "studies", quiet=True
-        )
+        outcome = run_study(spec, address=cluster.address, tracking_uri=uri,
+                            storage=workdir / "studies", quiet=True, figures=False)  # fmt: skip
         assert outcome.ok
         nodes = {r.data.tags["study.node_id"] for r in child_runs(uri, "two-nodes")}
         alive = {n["NodeID"] for n in ray.nodes()} if ray.is_initialized() else None

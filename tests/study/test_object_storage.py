@@ -156,7 +156,7 @@ def test_unwritable_storage_is_refused_naming_storage(s3_server, tmp_path, stora
     db = tmp_path / "mlflow.db"
     spec = write_spec(tmp_path / "s.yaml", "refused", factors={"temperature": {"levels": [0.1]}})
     with pytest.raises(StudyError) as err:
-        run_study(spec, tracking_uri=f"sqlite:///{db}", storage=storage, quiet=True)
+        run_study(spec, tracking_uri=f"sqlite:///{db}", storage=storage, quiet=True, figures=False)
     assert str(err.value).startswith(f"--storage {storage}: "), err.value
     assert experiments(db) == []  # nothing recorded
     assert object_keys("ro-bucket") == []
@@ -198,7 +198,7 @@ def test_study_in_a_bucket_resumes_from_it_after_the_driver_dies(
     )  # fmt: skip
     record_dir = tmp_path_factory.mktemp("record")  # the record is MLflow's, kept apart
     uri = f"sqlite:///{record_dir / 'mlflow.db'}"
-    command = [STUDY, "run", str(spec), "--tracking-uri", uri, "--storage", storage]
+    command = [STUDY, "run", str(spec), "--no-figures", "--tracking-uri", uri, "--storage", storage]
     driver = subprocess.Popen(
         command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
@@ -283,7 +283,9 @@ def test_a_studys_bucket_data_root_is_downloaded_once_per_node(
         max_concurrent=2,  # two trial processes at once on this node: one downloads, one waits
     )  # fmt: skip
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
-    outcome = run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+    outcome = run_study(
+        spec, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False
+    )
     assert outcome.ok and outcome.counts == {"FINISHED": 2}
     records = [json.loads(p.read_text()) for p in cache.glob("*.json")]
     assert len(records) == 1, records  # two trials in two processes, one download

@@ -159,7 +159,7 @@ def test_a_finished_study_is_never_lost_and_its_commands_run_when_pasted(
     (blocker / "x").mkdir(parents=True)  # the export cannot write its file: a folder is there
 
     with pytest.raises(StudyFailedError) as caught:
-        run_study(spec, tracking_uri=uri, storage=storage, quiet=True)
+        run_study(spec, tracking_uri=uri, storage=storage, quiet=True, figures=False)
     message = str(caught.value)
     assert "Nothing logged was lost" in message
     runs = child_runs(uri, "kept")
@@ -178,7 +178,7 @@ def test_a_finished_study_is_never_lost_and_its_commands_run_when_pasted(
     assert set(frame["status"]) == {"finished"}
 
     # running the study again relaunches nothing, exports, reports and finishes the parent
-    again = run_study(spec, tracking_uri=uri, storage=storage, quiet=True)
+    again = run_study(spec, tracking_uri=uri, storage=storage, quiet=True, figures=False)
     assert again.ok and again.launched == 0
     assert parent_runs(uri, "kept")[0].info.status == "FINISHED"
     assert (storage / "kept" / "report" / "report.html").is_file()
@@ -197,22 +197,22 @@ def test_a_finished_study_is_never_lost_and_its_commands_run_when_pasted(
     experiment = client.get_experiment_by_name("kept")
     client.delete_experiment(experiment.experiment_id)
     with pytest.raises(StudyError) as refused:
-        run_study(spec, tracking_uri=uri, storage=storage, quiet=True)
+        run_study(spec, tracking_uri=uri, storage=storage, quiet=True, figures=False)
     assert f"MLflow experiment (id {experiment.experiment_id}) was deleted" in str(refused.value)
     status = subprocess.run([STUDY, "status", "kept", "--tracking-uri", uri], cwd=home,
                             capture_output=True, text=True, env=ENV)  # fmt: skip
     assert status.returncode == 2 and "was deleted" in status.stderr
     restore = str(refused.value).split("Restore it to resume the study: ", 1)[1].split(" — ")[0]
     assert paste(restore, home).returncode == 0
-    assert run_study(spec, tracking_uri=uri, storage=storage, quiet=True).ok
+    assert run_study(spec, tracking_uri=uri, storage=storage, quiet=True, figures=False).ok
 
     # the parent run deleted: refused, and its printed restore command works
     parent = parent_runs(uri, "kept")[0].info.run_id
     client.delete_run(parent)
     with pytest.raises(StudyError, match=f"its parent run {parent} was deleted") as refused:
-        run_study(spec, tracking_uri=uri, storage=storage, quiet=True)
+        run_study(spec, tracking_uri=uri, storage=storage, quiet=True, figures=False)
     assert paste(str(refused.value).split("resume the study: ", 1)[1], home).returncode == 0
-    assert run_study(spec, tracking_uri=uri, storage=storage, quiet=True).ok
+    assert run_study(spec, tracking_uri=uri, storage=storage, quiet=True, figures=False).ok
     assert len(child_runs(uri, "kept")) == 2 and len(parent_runs(uri, "kept")) == 1
 
 
@@ -224,7 +224,7 @@ def test_an_experiment_of_that_name_holding_other_runs_is_refused(workdir):
         client.search_runs([client.get_experiment_by_name("default-digits").experiment_id])
     )
     with pytest.raises(StudyError, match="holds runs that are not this study's"):
-        run_study(None, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+        run_study(None, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False)
     after = client.search_runs([client.get_experiment_by_name("default-digits").experiment_id])
     assert len(after) == before == 1
 
@@ -243,7 +243,14 @@ def test_a_driver_that_fails_leaves_nothing_running_and_says_what_to_run(
     monkeypatch.setattr(runner, "launch", failing_launch)
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     with pytest.raises(StudyFailedError) as caught:
-        run_study(None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+        run_study(
+            None,
+            smoke=True,
+            tracking_uri=uri,
+            storage=workdir / "studies",
+            quiet=True,
+            figures=False,
+        )
     runs = child_runs(uri, "default-digits-smoke")
     assert len(runs) == 4 and {r.info.status for r in runs} == {"FAILED"}
     assert parent_runs(uri, "default-digits-smoke")[0].info.status == "FAILED"

@@ -36,6 +36,28 @@ def headline(**fields) -> Headline:
 
 
 @pytest.mark.slow
+def test_a_report_without_figures_says_so_and_drawing_them_later_changes_no_number(
+    recorded, tmp_path
+):
+    """``study run --no-figures`` and ``study report --no-figures``: every file but the figures,
+    the page saying they were not drawn and how to draw them; drawn later, the numbers agree."""
+    uri = recorded
+    record = StudyRecord.existing(uri, NAME)
+    bare, out = make_report(record, None, tmp_path / "bare", tracking_uri=uri, figures=False)
+    assert not (out / "figures").exists()
+    assert {p.name for p in out.iterdir()} >= {"report.html", "report.json", "evidence.md"}
+    page = (out / "report.html").read_text()
+    assert "The figures were not drawn for this report" in page and "study report" in page
+    assert "data:image/svg+xml" not in page and "Figure index" not in page
+    full, again = make_report(record, None, tmp_path / "full", tracking_uri=uri)
+    assert len(list((again / "figures").glob("*.png"))) >= 5
+    assert "Figure index" in (again / "report.html").read_text()
+    assert json.dumps(bare, sort_keys=True, default=str) == json.dumps(
+        full, sort_keys=True, default=str
+    )
+
+
+@pytest.mark.slow
 def test_the_report_is_written_attached_and_described(recorded, tmp_path):
     uri = recorded
     record = StudyRecord.existing(uri, NAME)

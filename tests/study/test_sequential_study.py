@@ -196,7 +196,7 @@ def test_unfinished_factorial_is_refused_naming_its_trials(workdir):
 def test_augment_a_finished_2x2_runs_only_the_new_block_and_reports_curvature(workdir, shared_ray):
     uri, storage = sqlite_uri(workdir), workdir / "studies"
     spec = toy_file(workdir)
-    first = run_study(spec, tracking_uri=uri, storage=storage, quiet=True)
+    first = run_study(spec, tracking_uri=uri, storage=storage, quiet=True, figures=False)
     assert first.ok and first.launched == 4
     before = {r.data.tags["study.trial_key"]: r for r in child_runs(uri, "toy-2x2")}
 
@@ -208,7 +208,7 @@ def test_augment_a_finished_2x2_runs_only_the_new_block_and_reports_curvature(wo
     assert new.study == "toy-2x2" and new.design.augments.spec_sha == load_spec(spec).sha
     assert len(parent_runs(uri, "toy-2x2")) == 1  # augment itself records nothing
 
-    second = run_study(new_file, tracking_uri=uri, storage=storage, quiet=True)
+    second = run_study(new_file, tracking_uri=uri, storage=storage, quiet=True, figures=False)
     assert second.ok and second.launched == 7 and second.counts == {"FINISHED": 11}
     parents = {p.data.tags["study.spec_sha"]: p for p in parent_runs(uri, "toy-2x2")}
     assert set(parents) == {load_spec(spec).sha, new.sha}
@@ -242,7 +242,7 @@ def test_augment_a_finished_2x2_runs_only_the_new_block_and_reports_curvature(wo
     assert "<th>I(temperature ** 2)</th>" in html
 
     # re-running the augmented study resumes it: nothing is missing, nothing runs
-    third = run_study(new_file, tracking_uri=uri, storage=storage, quiet=True)
+    third = run_study(new_file, tracking_uri=uri, storage=storage, quiet=True, figures=False)
     assert third.launched == 0 and len(child_runs(uri, "toy-2x2")) == 11
     assert len(parent_runs(uri, "toy-2x2")) == 2
 

@@ -32,7 +32,9 @@ def sqlite_uri(folder: Path) -> str:
 @pytest.mark.slow
 def test_default_smoke_study_records_everything_once(workdir, shared_ray):
     uri = sqlite_uri(workdir)
-    outcome = run_study(None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+    outcome = run_study(
+        None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False
+    )
     name = "default-digits-smoke"
     assert outcome.ok and outcome.counts == {"FINISHED": 4} and outcome.launched == 4
     parents = parent_runs(uri, name)
@@ -71,7 +73,9 @@ def test_default_smoke_study_records_everything_once(workdir, shared_ray):
     assert logs == {"result.json"}
 
     # running it again resumes: nothing is missing, so nothing runs and nothing is duplicated
-    again = run_study(None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+    again = run_study(
+        None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False
+    )
     assert again.launched == 0 and len(child_runs(uri, name)) == 4
     assert duplicated_metric_rows(workdir / "mlflow.db") == []
 
@@ -130,7 +134,7 @@ def test_changed_study_file_is_refused_with_the_difference(workdir, shared_ray):
     uri = sqlite_uri(workdir)
     spec = write_spec(workdir / "s.yaml", "changes", factors={"temperature": {"levels": [0.2]}},
                       baselines=[])  # fmt: skip
-    run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+    run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False)
     # baselines: [] measures none: no baseline metric on the parent, none in the results
     (parent,) = parent_runs(uri, "changes")
     assert not [m for m in parent.data.metrics if m.startswith("baseline/")]
@@ -140,7 +144,7 @@ def test_changed_study_file_is_refused_with_the_difference(workdir, shared_ray):
     data["description"] = "a new description alone would not count"
     spec.write_text(yaml.safe_dump(data))
     with pytest.raises(StudyError) as err:
-        run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+        run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False)
     message = str(err.value)
     assert "study 'changes' exists with a different study file" in message
     assert "-    - 0.2" in message and "+    - 0.3" in message
@@ -157,7 +161,9 @@ def test_server_mode_with_a_real_mlflow_server(workdir, shared_ray):
         spec = write_spec(
             workdir / "s.yaml", "served", factors={"temperature": {"levels": [0.1, 0.5]}}
         )
-        outcome = run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True)
+        outcome = run_study(
+            spec, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False
+        )
         assert outcome.ok and outcome.counts == {"FINISHED": 2}
         runs = child_runs(uri, "served")
         assert len(runs) == 2
