@@ -4,7 +4,8 @@ efficiency, the speed-up at concurrency 2, and MLflow logging's share of trial t
     .venv/bin/python benchmarks/study.py            # the default study at concurrency 1 and 2
     .venv/bin/python benchmarks/study.py --toy      # toy studies of 3 and 9 short trials
     .venv/bin/python benchmarks/study.py --smoke    # both tables on toy studies (2 and 4 trials
-                                                    # at concurrency 1, 2 at 2): under a minute
+                                                    # at concurrency 1, 2 at 2), reports without
+                                                    # figures: under a minute
     .venv/bin/python benchmarks/study.py --toy --repeat 3   # each toy study 3 times
 
 Each run uses a fresh folder (a new embedded SQLite store and storage), so nothing is resumed.
@@ -54,7 +55,7 @@ def toy_spec(trials: int) -> dict:
     }  # fmt: skip
 
 
-def one_run(concurrency: int, spec: dict | None = None) -> dict[str, float]:
+def one_run(concurrency: int, spec: dict | None = None, figures: bool = True) -> dict[str, float]:
     import yaml
 
     if "RAY_TMPDIR" not in os.environ:
@@ -66,7 +67,7 @@ def one_run(concurrency: int, spec: dict | None = None) -> dict[str, float]:
             spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
         outcome = run_study(
             spec_path, tracking_uri=f"sqlite:///{Path(tmp) / 'mlflow.db'}",
-            storage=Path(tmp) / "s", max_concurrent=concurrency, quiet=True,
+            storage=Path(tmp) / "s", max_concurrent=concurrency, quiet=True, figures=figures,
         )  # fmt: skip
     trials = outcome.launched
     outside = outcome.wall_s * concurrency - outcome.trial_s
@@ -107,7 +108,9 @@ def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
     return slope, my - slope * mx
 
 
-def toy(repeat: int, sizes: tuple[int, int] = TOY_SIZES) -> dict[int, dict[str, float]]:
+def toy(
+    repeat: int, sizes: tuple[int, int] = TOY_SIZES, figures: bool = True
+) -> dict[int, dict[str, float]]:
     """The toy studies of ``sizes`` trials at concurrency 1, ``repeat`` times each; the line
     through their outside times. Returns each size's last run."""
     print(f"toy studies of {' and '.join(map(str, sizes))} trials, concurrency 1, "
@@ -116,7 +119,7 @@ def toy(repeat: int, sizes: tuple[int, int] = TOY_SIZES) -> dict[int, dict[str, 
     points, last = [], {}
     for _ in range(repeat):
         for n in sizes:  # interleaved, so drifting load hits both sizes alike
-            last[n] = r = one_run(1, spec=toy_spec(n))
+            last[n] = r = one_run(1, spec=toy_spec(n), figures=figures)
             points.append((r["trials"], r["outside_s"]))
             print(row(f"toy-{n}", r), flush=True)
     slope, intercept = fit_line(points)
@@ -136,9 +139,11 @@ def concurrency(name: str, rows: list[dict[str, float]]) -> None:
 
 
 def smoke() -> None:
-    """Every table of this script, on the smallest studies that fill them."""
-    single = toy(1, sizes=(2, 4))[2]
-    concurrency("toy-2", [single, one_run(2, spec=toy_spec(2))])
+    """Every table of this script, on the smallest studies that fill them, their reports
+    written without figures (``study run --no-figures``): a smoke run checks that every table
+    is filled, and its figures are no one's."""
+    single = toy(1, sizes=(2, 4), figures=False)[2]
+    concurrency("toy-2", [single, one_run(2, spec=toy_spec(2), figures=False)])
 
 
 def main() -> None:
