@@ -40,6 +40,7 @@ def test_trainables_module_smoke():
     assert "status" in out and "finished" in out
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_study_benchmark_smoke(ray_tmp):
     """Both tables, on toy studies: the line through 2 and 4 trials, and concurrency 1 and 2."""

@@ -69,6 +69,7 @@ def shows_soon(driver, texts: list[str], timeout: float = 10) -> bool:
     return True
 
 
+@pytest.mark.long
 def test_the_address_study_run_prints_opens_the_runs_table_with_factors_and_metrics(ui: UI):
     """MLflow 3.17's UI lands on its GenAI overview unless the URL (or the browser's stored
     choice) says ``workflowType=machine_learning``; the experiment's ``mlflow.experimentKind``

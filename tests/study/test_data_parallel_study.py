@@ -195,6 +195,7 @@ def write_workers_spec(path):
     )  # fmt: skip
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_two_worker_study_end_to_end_with_a_worker_killed(workdir, ray_tmp):
     spec = write_workers_spec(workdir / "dp.yaml")

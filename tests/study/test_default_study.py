@@ -54,6 +54,7 @@ def uri(folder: Path) -> str:
     return f"sqlite:///{folder / 'mlflow.db'}"
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_the_default_study_records_every_trial_compute_matched(default_study):
     folder, stdout, _ = default_study

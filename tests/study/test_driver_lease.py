@@ -335,6 +335,7 @@ def start(spec: Path, cwd: Path, uri: str, storage: str, ray_tmp: str) -> subpro
     )  # fmt: skip
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_two_real_drivers_on_one_store_or_one_bucket_run_every_trial_once(
     workdir,

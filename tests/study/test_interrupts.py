@@ -34,6 +34,7 @@ def statuses(uri: str) -> set[str]:
     return {r.info.status for r in [*child_runs(uri, NAME), *parent_runs(uri, NAME)]}
 
 
+@pytest.mark.long
 @pytest.mark.slow
 # One worker: two trials, the second still waiting when the first is interrupted (its run must
 # end KILLED, not SCHEDULED). Two workers: one trial, what differs being how a data-parallel

@@ -24,6 +24,7 @@ from studykit import (
 from study.runner import run_study
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_worker_sigkill_is_retried_from_its_checkpoint(workdir, ray_tmp):
     spec = write_spec(
@@ -75,6 +76,7 @@ def test_worker_sigkill_is_retried_from_its_checkpoint(workdir, ray_tmp):
     assert parent.data.tags["study.check.info_nce_worked_example"] == "pass"
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_driver_sigkill_then_rerun_runs_only_what_is_missing(workdir, ray_tmp):
     spec = write_spec(
@@ -153,6 +155,7 @@ def test_trials_land_on_both_nodes_of_a_two_node_cluster(workdir, ray_tmp):
         cluster.shutdown()
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_optuna_study_killed_mid_trial_resumes_that_trial_in_its_own_run(workdir, ray_tmp):
     """Issue 8 item 4: an adaptive design resumes like a fixed one."""

@@ -183,6 +183,7 @@ def test_the_cli_keeps_a_uri_whole(s3_server, tmp_path):
     assert not (tmp_path / "s3:").exists() and experiments(db) == []
 
 
+@pytest.mark.long
 # ---- a whole study in the bucket, killed and resumed from the bucket alone
 @pytest.mark.slow
 def test_study_in_a_bucket_resumes_from_it_after_the_driver_dies(

@@ -141,6 +141,7 @@ def _ui_answers(command: str, cwd: Path) -> int:
         stop_group(server)
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_a_finished_study_is_never_lost_and_its_commands_run_when_pasted(
     tmp_path, shared_ray, monkeypatch

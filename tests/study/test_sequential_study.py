@@ -189,6 +189,7 @@ def test_unfinished_factorial_is_refused_naming_its_trials(workdir):
     assert not (workdir / "toy-ccd.yaml").exists()
 
 
+@pytest.mark.long
 # ---------------------------------------------------------------------------------------------
 # end to end: Ray Tune, the embedded store, the report
 # ---------------------------------------------------------------------------------------------

@@ -328,6 +328,7 @@ ABSENT_ON_THE_GPU_MACHINE = (
 )  # fmt: skip
 
 
+@pytest.mark.long
 def test_gpu_benchmark_smoke_without_the_study_packages(tmp_path):
     """Every part of benchmarks/gpu.py, tiny, on the CPU, in processes where Ray, MLflow,
     Optuna and the analysis packages cannot be imported (as on the GPU machine, which has

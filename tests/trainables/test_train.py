@@ -164,6 +164,7 @@ def test_dataloader_workers_give_the_same_trial():
     assert losses(in_process) == pytest.approx(losses(in_workers), abs=1e-6)
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_sigkill_after_second_checkpoint_then_resume(tmp_path):
     """A real kill of the trial process, then the same command again."""
