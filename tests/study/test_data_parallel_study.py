@@ -1,7 +1,7 @@
 """Data-parallel trials in a study: ``resources.workers`` W > 1 runs each trial as W Ray Train
 workers inside its Tune trial. The study file's rules (refused early, naming the field), the
 preflight of W × the per-worker resources, and a real study through ``study run`` with a worker
-SIGKILLed mid-trial."""
+SIGKILLed mid-trial, then the driver interrupted and the study resumed."""
 
 from __future__ import annotations
 
@@ -197,22 +197,37 @@ def write_workers_spec(path):
 
 @pytest.mark.long
 @pytest.mark.slow
-def test_two_worker_study_end_to_end_with_a_worker_killed(workdir, ray_tmp):
+def test_two_worker_study_with_a_worker_killed_then_interrupted_then_resumed(workdir, ray_tmp):
+    """One 2-worker study through ``study run``: rank 1 of the first trial SIGKILLed (the trial
+    is retried from its checkpoint), then Ctrl-C (SIGINT to the driver's group) during the
+    second trial (its run ends KILLED, exit 130, the resume command printed, nothing partial),
+    then the same command again, which resumes the second trial from its checkpoint. One study
+    for both faults: each of its trials costs seconds of Ray Train's actors starting."""
     spec = write_workers_spec(workdir / "dp.yaml")
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
-    driver = subprocess.Popen(
-        [STUDY, "run", str(spec), "--no-figures", "--tracking-uri", uri, "--storage",
-         str(workdir / "studies")],
-        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    command = [STUDY, "run", str(spec), "--no-figures", "--tracking-uri", uri, "--storage",
+               str(workdir / "studies")]  # fmt: skip
+    driver = subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, text=True,
+                              stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
     trial_dir = workdir / "studies" / "dp-two" / "trials" / "p000-r0"
     wait_for(lambda: len(checkpoints(trial_dir)) >= 1, 300, "a first checkpoint", driver)
     killed = int((trial_dir / "worker1.pid").read_text())  # rank 1: not the one that reports
     rank0 = int((trial_dir / "worker0.pid").read_text())
     os.kill(killed, signal.SIGKILL)
-    _, err = driver.communicate(timeout=600)
-    assert driver.returncode == 0, err[-3000:]
+    second = workdir / "studies" / "dp-two" / "trials" / "p001-r0"
+    wait_for(lambda: len(checkpoints(second)) >= 1, 600, "the second trial's checkpoint", driver)
+    os.killpg(driver.pid, signal.SIGINT)  # the whole group, as a terminal's Ctrl-C does
+    out, err = driver.communicate(timeout=180)
+    assert driver.returncode == 130, err[-3000:]
+    assert "interrupted: study 'dp-two' interrupted: its trials were stopped" in err
+    assert f"{STUDY} run {spec} --no-figures" in err and "Tuner.restore" not in out + err
+    stopped = {r.data.tags["study.trial_key"]: r.info.status for r in child_runs(uri, "dp-two")}
+    assert stopped == {"p000-r0": "FINISHED", "p001-r0": "KILLED"}
+    assert not (workdir / "studies" / "dp-two" / "results.parquet").exists()  # nothing partial
+    assert "report:" not in out
 
+    again = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
     runs = {r.data.tags["study.trial_key"]: r for r in child_runs(uri, "dp-two")}
     assert sorted(runs) == ["p000-r0", "p001-r0"]  # one child run per trial, whatever W
     assert {r.info.status for r in runs.values()} == {"FINISHED"}
@@ -223,7 +238,7 @@ def test_two_worker_study_end_to_end_with_a_worker_killed(workdir, ray_tmp):
     assert int((trial_dir / "worker1.pid").read_text()) != killed
     assert int((trial_dir / "worker0.pid").read_text()) != rank0
     assert run.data.metrics["trial/resumed_from"] > 0
-    assert runs["p001-r0"].data.metrics["trial/resumed_from"] == 0
+    assert runs["p001-r0"].data.metrics["trial/resumed_from"] > 0  # interrupted, resumed
     # every evaluation in the run exactly once, up to the full budget
     marks = [BUDGET // MARKS * k for k in range(1, MARKS + 1)]
     assert metric_steps(uri, run.info.run_id) == marks

@@ -36,18 +36,15 @@ def statuses(uri: str) -> set[str]:
 
 @pytest.mark.long
 @pytest.mark.slow
-# One worker: two trials, the second still waiting when the first is interrupted (its run must
-# end KILLED, not SCHEDULED). Two workers: one trial, what differs being how a data-parallel
-# trial stops; each more of its trials costs seconds of Ray Train's actors starting.
-@pytest.mark.parametrize(
-    ("workers", "levels"), [(1, [0.1, 0.5]), (2, [0.1])], ids=["1-worker", "2-workers"]
-)
-def test_an_interrupt_during_the_trials_kills_their_runs_and_says_how_to_resume(
-    workdir, ray_tmp, workers, levels
-):
+# Two trials, the second still waiting when the first is interrupted (its run must end KILLED,
+# not SCHEDULED). How a data-parallel trial stops is tested with its study, in
+# tests/study/test_data_parallel_study.py: each more of its trials costs seconds of Ray Train's
+# actors starting.
+def test_an_interrupt_during_the_trials_kills_their_runs_and_says_how_to_resume(workdir, ray_tmp):
+    levels = [0.1, 0.5]
     spec = write_spec(workdir / "s.yaml", NAME, factors={"temperature": {"levels": levels}},
                       trial={"budget_examples": 128 * 24, "batch_size": 128, "eval_marks": 6},
-                      max_concurrent=1, resources={"workers": workers, "cpu": 1})  # fmt: skip
+                      max_concurrent=1, resources={"workers": 1, "cpu": 1})  # fmt: skip
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     first = driver(spec, workdir, uri, "--no-figures")
     trial_dir = workdir / "studies" / NAME / "trials" / "p000-r0"
