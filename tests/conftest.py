@@ -53,7 +53,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _costliest_files_first(items: list[pytest.Item]) -> None:
     """The costliest files first, the order within a file kept: pytest-xdist deals whole files
-    (``--dist=loadfile``) in collection order, so the long end-to-end files start while every
+    (``--dist=loadfile``) in collection order (``--no-loadscope-reorder``: by default it would
+    deal them by their number of tests, most first), so the long end-to-end files start while every
     worker is free and the many quick files fill the end evenly, instead of a long file starting
     last on one worker while the other waits. A file's cost is guessed from its marks: a
     ``long`` test (a minute or more) counts 60 s, a ``slow`` one 5 s, any other 0.1 s."""
