@@ -100,8 +100,11 @@ def stop_group(process) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
-def start_driver(spec: Path, workdir: Path, uri: str, study: str) -> tuple[list[str], object]:
-    """``study run SPEC`` as its own process session (so a test can kill it whole)."""
+def start_driver(
+    spec: Path, workdir: Path, uri: str, study: str, env: dict | None = None
+) -> tuple[list[str], object]:
+    """``study run SPEC`` as its own process session (so a test can kill it whole), in ``env``
+    (this process's environment by default)."""
     import subprocess
 
     command = [
@@ -115,7 +118,7 @@ def start_driver(spec: Path, workdir: Path, uri: str, study: str) -> tuple[list[
         str(workdir / "studies"),
     ]
     driver = subprocess.Popen(
-        command, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        command, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
     return command, driver
