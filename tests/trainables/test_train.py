@@ -172,9 +172,11 @@ def test_sigkill_after_second_checkpoint_then_resume(tmp_path):
     import signal
     import time
 
+    # 48 steps of 128, a checkpoint every 8: killed after the second (step 16), with 32 steps
+    # and 4 evaluations, seconds, still to run
     sets = [
         "--set",
-        "budget_examples=15360",
+        "budget_examples=6144",
         "--set",
         "eval_marks=6",
         "--set",
