@@ -16,7 +16,7 @@ from trainables.config import FASHION_MNIST_ROOT
 
 
 @pytest.mark.slow
-def test_the_shipped_fashion_mnist_study_runs_in_smoke_mode(workdir, ray_tmp):
+def test_the_shipped_fashion_mnist_study_runs_in_smoke_mode(workdir, shared_ray):
     from pathlib import Path
 
     root = Path(FASHION_MNIST_ROOT)
