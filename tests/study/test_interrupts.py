@@ -39,8 +39,11 @@ def statuses(uri: str) -> set[str]:
 # Two trials, the second still waiting when the first is interrupted (its run must end KILLED,
 # not SCHEDULED). How a data-parallel trial stops is tested with its study, in
 # tests/study/test_data_parallel_study.py: each more of its trials costs seconds of Ray Train's
-# actors starting.
-def test_an_interrupt_during_the_trials_kills_their_runs_and_says_how_to_resume(workdir, ray_tmp):
+# actors starting. One study for both interrupts (each driver costs a Ray start): the resumed
+# run, drawing its figures, is interrupted again while its report is written.
+def test_an_interrupt_during_the_trials_or_the_report_kills_what_is_unfinished_and_resumes(
+    workdir, ray_tmp
+):
     levels = [0.1, 0.5]
     spec = write_spec(workdir / "s.yaml", NAME, factors={"temperature": {"levels": levels}},
                       trial={"budget_examples": 128 * 24, "batch_size": 128, "eval_marks": 6},
@@ -58,26 +61,24 @@ def test_an_interrupt_during_the_trials_kills_their_runs_and_says_how_to_resume(
     assert not (workdir / "studies" / NAME / "results.parquet").exists()  # nothing partial
     assert "Highest" not in out and "report:" not in out
 
+    # resumed with its figures (seconds of drawing: a wide window), interrupted in the report
+    staging = workdir / "tmp"
+    staging.mkdir()
+    second = driver(spec, workdir, uri, TMPDIR=str(staging))
+    wait_for(lambda: list(staging.glob("study-out-*")), 400, "the export to begin", second)
+    _, err = interrupt(second)
+    assert second.returncode == 130, err[-3000:]
+    assert "interrupted:" in err and f"{STUDY} run {spec}" in err
+    (parent,) = parent_runs(uri, NAME)
+    assert parent.info.status == "KILLED"  # the study's run did not complete
+    assert {r.info.status for r in child_runs(uri, NAME)} == {"FINISHED"}  # its trials did
+    assert not (workdir / "studies" / NAME / "report").exists()
+
     again = driver(spec, workdir, uri, "--no-figures")
     out, err = again.communicate(timeout=400)
     assert again.returncode == 0, err[-3000:]
     runs = {r.data.tags["study.trial_key"]: r for r in child_runs(uri, NAME)}
     assert {r.info.status for r in runs.values()} == {"FINISHED"} and len(runs) == len(levels)
     assert runs["p000-r0"].data.metrics["trial/resumed_from"] > 0  # from its checkpoint
-
-
-@pytest.mark.slow
-def test_an_interrupt_while_the_report_is_drawn_is_not_swallowed(workdir, ray_tmp):
-    spec = write_spec(workdir / "s.yaml", NAME, factors={"temperature": {"levels": [0.1, 0.5]}})
-    uri = f"sqlite:///{workdir / 'mlflow.db'}"
-    staging = workdir / "tmp"
-    staging.mkdir()
-    run = driver(spec, workdir, uri, TMPDIR=str(staging))
-    wait_for(lambda: list(staging.glob("study-out-*")), 300, "the export to begin", run)
-    _, err = interrupt(run)
-    assert run.returncode == 130, err[-3000:]
-    assert "interrupted:" in err and f"{STUDY} run {spec}" in err
-    (parent,) = parent_runs(uri, NAME)
-    assert parent.info.status == "KILLED"  # the study's run did not complete
-    assert {r.info.status for r in child_runs(uri, NAME)} == {"FINISHED"}  # its trials did
-    assert not (workdir / "studies" / NAME / "report").exists()
+    assert parent_runs(uri, NAME)[0].info.status == "FINISHED"
+    assert (workdir / "studies" / NAME / "report" / "report.html").is_file()

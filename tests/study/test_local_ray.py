@@ -1,8 +1,9 @@
 """The driver's own Ray: what its trial actors carry, so that they start in its warm workers.
 
-End to end, ``test_worker_sigkill_is_retried_from_its_checkpoint`` (test_killed_processes.py)
-checks that a study's first trial ran in a worker Ray started before the study asked for one,
-with a variable in the driver's environment that Tune copies into every actor."""
+End to end, ``test_a_killed_worker_then_a_killed_driver_and_a_rerun_lose_nothing``
+(test_killed_processes.py) checks that a study's first trial ran in a worker Ray started before
+the study asked for one, with a variable in the driver's environment that Tune copies into every
+actor."""
 
 from __future__ import annotations
 
