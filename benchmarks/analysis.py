@@ -2,13 +2,16 @@
 1,000 runs from the embedded MLflow store.
 
     .venv/bin/python benchmarks/analysis.py            # 1,000 trials (targets: ≤ 10 s, ≤ 5 s)
-    .venv/bin/python benchmarks/analysis.py --smoke    # 100 trials
+    .venv/bin/python benchmarks/analysis.py --smoke    # 48 trials, 2 evaluations each
 
 The table is synthetic but shaped like a real export (temperature × batch size × augmentation,
 every design-doc metric). The store is a real SQLite MLflow store written through
 ``study.record.StudyRecord`` exactly as a study writes it: a parent run, one child run per trial
 with the whole TrialConfig as params, four evaluations of every metric, then the summary.
-Only the reading is timed.
+Only the reading is timed. ``--smoke`` records 48 trials of two evaluations: every point of the
+40-point grid once and 8 of them twice, few, but every fit still as the full run has it (each
+factor at all its levels for the second-order surface, replicated points for pure error), and
+more trials than the trajectories figure draws one by one (40), as the full run has.
 """
 
 from __future__ import annotations
@@ -23,8 +26,6 @@ import numpy as np
 
 # This file is named analysis.py; keep its folder off the path so `analysis` is the package.
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-from analysis.load import load_history, load_study  # noqa: E402
-from analysis.report import analyse, write_report  # noqa: E402
 from search_spaces.designs import DesignTable, TrialPlan  # noqa: E402
 from search_spaces.spec import parse_spec  # noqa: E402
 from study.record import StudyRecord  # noqa: E402
@@ -61,7 +62,7 @@ def synthetic_plans(n: int, seed: int = 0) -> list[tuple[TrialPlan, dict[str, fl
     return plans
 
 
-def build_store(folder: Path, plans) -> str:
+def build_store(folder: Path, plans, evaluations: int = 4) -> str:
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     spec = parse_spec({"study": "bench", "trial": {"budget_examples": 61440},
                        "factors": {"temperature": {"levels": [0.1]},
@@ -69,18 +70,18 @@ def build_store(folder: Path, plans) -> str:
                                    "augmentation": {"levels": ["crop"]}}})  # fmt: skip
     record = StudyRecord(uri, "bench", folder / "artifacts")
     parent = record.start_parent(spec, DesignTable(spec, ()), "")
-    record_finished(record, parent, spec, plans)
+    record_finished(record, parent, spec, plans, evaluations)
     return uri
 
 
-def record_finished(record: StudyRecord, parent: str, spec, plans) -> None:
+def record_finished(record: StudyRecord, parent: str, spec, plans, evaluations: int = 4) -> None:
     """Each (plan, values) of ``plans`` a FINISHED child run of ``parent``, as a study records
-    it: four evaluations of ``values``, then the trial's summary."""
+    it: ``evaluations`` evaluations of ``values`` (four unless told), then the trial's summary."""
     existing: dict = {}
     for plan, values in plans:
         run_id = record.ensure_trial_run(plan, parent, spec.sha, existing)
-        for k in range(1, 5):
-            step = plan.config.examples_seen * k // 4
+        for k in range(1, evaluations + 1):
+            step = plan.config.examples_seen * k // evaluations
             record.log_evaluation(run_id, values | {"train/examples_seen": step}, step)
         record.finish_trial(run_id, {"status": "finished", "wall_s": 10.0,
                                      "examples_seen": plan.config.examples_seen,
@@ -88,15 +89,19 @@ def record_finished(record: StudyRecord, parent: str, spec, plans) -> None:
 
 
 def main() -> None:
+    # here, not at the top: benchmarks/commands.py loads this file for its store writer only
+    from analysis.load import load_history, load_study
+    from analysis.report import analyse, write_report
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--smoke", action="store_true", help="100 trials")
+    parser.add_argument("--smoke", action="store_true", help="48 trials, 2 evaluations each")
     args = parser.parse_args()
-    n = 100 if args.smoke else 1000
+    n = 48 if args.smoke else 1000
     plans = synthetic_plans(n)
     with tempfile.TemporaryDirectory(prefix="bench-analysis-") as tmp:
         folder = Path(tmp)
         t0 = time.perf_counter()
-        uri = build_store(folder, plans)
+        uri = build_store(folder, plans, evaluations=2 if args.smoke else 4)
         built = time.perf_counter() - t0
 
         t0 = time.perf_counter()

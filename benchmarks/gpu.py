@@ -5,10 +5,11 @@ sharing the GPU, info_nce against the dense reference, and a trial on real image
     python benchmarks/gpu.py                        # CIFAR-10-format data written to a temp dir
     python benchmarks/gpu.py --data-root DIR        # DIR/cifar-10-batches-py, torchvision's layout
     python benchmarks/gpu.py --fashion-root DIR     # Fashion-MNIST's IDX files for (e)
-    python benchmarks/gpu.py --smoke --device cpu   # every part, tiny, on the CPU (a minute)
+    python benchmarks/gpu.py --smoke --device cpu   # every part, tiny, on the CPU (~20 s)
 
-``--smoke`` runs every part at its smallest: two trials at once in (c), one size (B = 512) in
-(d), each part's processes as few as its code path allows.
+``--smoke`` runs every part at its smallest: 20 held-out and 40 probe rows, two trials at once in
+(c), one size (B = 512) in (d) with its three peaks measured in one process, each part's
+processes as few as its code path allows.
 
 Needs torch, torchvision, numpy, scikit-learn, pyyaml and pydantic (the trial path,
 ``trainables/``); no Ray, MLflow or Optuna. The rows:
@@ -100,7 +101,7 @@ def base_config(args: argparse.Namespace, **changes) -> TrialConfig:
     if args.smoke:  # tiny and fast: every part runs, no number means anything
         fields |= {
             "encoder": "small_cnn", "projection_hidden": 64, "batch_size": 16,
-            "budget_examples": 16 * 4, "heldout_size": 40, "probe_train_size": 80,
+            "budget_examples": 16 * 4, "heldout_size": 20, "probe_train_size": 40,
             "linear_probe_iters": 5, "knn_k": 5, "compile": "off",
         }  # fmt: skip
     return TrialConfig(**fields | changes)
@@ -229,8 +230,8 @@ def fashion_config(args: argparse.Namespace, **changes) -> TrialConfig:
     }  # fmt: skip
     if args.smoke:
         fields |= {
-            "batch_size": 16, "projection_hidden": 64, "heldout_size": 40,
-            "probe_train_size": 80, "linear_probe_iters": 5, "knn_k": 5, "compile": "off",
+            "batch_size": 16, "projection_hidden": 64, "heldout_size": 20,
+            "probe_train_size": 40, "linear_probe_iters": 5, "knn_k": 5, "compile": "off",
         }  # fmt: skip
     return TrialConfig(**fields | changes)
 
@@ -243,7 +244,7 @@ def sharing_config(args: argparse.Namespace) -> dict:
     batch = 16 if args.smoke else 256
     return base_config(
         args, batch_size=batch, budget_examples=batch * steps, eval_marks=1,
-        heldout_size=None if args.smoke else 1000, probe_train_size=None if args.smoke else 2000,
+        heldout_size=20 if args.smoke else 1000, probe_train_size=40 if args.smoke else 2000,
         linear_probe_iters=5 if args.smoke else 20,
     ).model_dump(mode="json")  # fmt: skip
 
@@ -339,9 +340,8 @@ def losses(args: argparse.Namespace) -> list[dict]:
     rows = []
     for n in sizes:
         timed = bench.child(options, "--child-time", str(n))
-        if not args.device.startswith("cuda"):
-            for row in timed:
-                row.update(bench.child(options, "--child-peak", row["impl"], str(n)))
+        if not args.device.startswith("cuda"):  # smoke: the three peaks in one process
+            bench.add_peaks(options, timed, n, together=args.smoke)
         rows += timed
     return rows
 

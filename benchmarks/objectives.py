@@ -13,8 +13,9 @@ rounds while they take less than ``--min-seconds`` in all: small N needs many on
 Peak memory: on the CPU each (implementation, N) runs once more in a fresh subprocess, so that
 allocator reuse cannot hide a peak: the rise of the process's resident-set high-water mark
 (VmHWM, reset through /proc/self/clear_refs, Linux only) over its resident size once the inputs
-exist. On CUDA: ``torch.cuda.max_memory_allocated`` over one pass, less what was allocated
-before it.
+exist (``--smoke``: every implementation of an N in one subprocess, one after another, so
+reuse may lower the later ones). On CUDA: ``torch.cuda.max_memory_allocated`` over one pass,
+less what was allocated before it.
 
 lightly is not a dependency. Install it into a folder of its own and name that folder:
 
@@ -25,7 +26,7 @@ Without it (or if the import fails) the lightly column is left out and the reaso
 
     .venv/bin/python benchmarks/objectives.py            # N = 1024, 4096, 8192 (B = 512 ... 4096)
     .venv/bin/python benchmarks/objectives.py --device cuda --sizes 8192 32768
-    .venv/bin/python benchmarks/objectives.py --smoke    # N = 256, 512, one repeat (seconds)
+    .venv/bin/python benchmarks/objectives.py --smoke    # N = 512, one repeat (seconds)
 """
 
 from __future__ import annotations
@@ -198,13 +199,23 @@ def child(args: argparse.Namespace, *extra: str) -> list[dict]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def add_peaks(args: argparse.Namespace, timed: list[dict], n: int, together: bool) -> None:
+    """Each row of ``timed`` (one N) given its CPU peak: each implementation in a fresh process,
+    or with ``together`` (smoke) all of them in one, one after another."""
+    impls = [row["impl"] for row in timed]
+    peaks = {}
+    for batch in [impls] if together else [[impl] for impl in impls]:
+        peaks |= {p["impl"]: p for p in child(args, "--child-peak", *batch, str(n))}
+    for row in timed:
+        row.update(peaks[row["impl"]])
+
+
 def run(args: argparse.Namespace) -> list[dict]:
     rows = []
     for n in args.sizes:
         timed = child(args, "--child-time", str(n))
         if not args.device.startswith("cuda"):
-            for row in timed:
-                row.update(child(args, "--child-peak", row["impl"], str(n)))
+            add_peaks(args, timed, n, together=args.smoke)
         rows += timed
     return rows
 
@@ -242,19 +253,19 @@ def main() -> None:
         "--impls", nargs="+", choices=IMPLEMENTATIONS, default=list(DEFAULT_IMPLEMENTATIONS)
     )
     parser.add_argument("--lightly-path", default=os.environ.get("LIGHTLY_PATH"))
-    parser.add_argument("--smoke", action="store_true", help="N = 256, 512, one repeat")
+    parser.add_argument("--smoke", action="store_true", help="N = 512, one repeat")
     parser.add_argument("--child-time", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--child-peak", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--child-peak", nargs="+", help=argparse.SUPPRESS)  # IMPL... N
     args = parser.parse_args()
     if args.child_time:
         print(json.dumps(time_all(args, args.child_time)))
         return
     if args.child_peak:
-        impl, n = args.child_peak
-        print(json.dumps(peak_cpu(args, impl, int(n))))
+        *impls, n = args.child_peak
+        print(json.dumps([peak_cpu(args, impl, int(n)) for impl in impls]))
         return
     if args.smoke:
-        args.sizes, args.repeats, args.min_seconds = [256, 512], 1, 0.0
+        args.sizes, args.repeats, args.min_seconds = [512], 1, 0.0
     if any(n % 2 or n < 4 for n in args.sizes):
         parser.error("every N must be even and at least 4 (B = N / 2 sources, two views each)")
     if "lightly" in args.impls:

@@ -59,7 +59,7 @@ def test_study_benchmark_smoke(ray_tmp):
 @pytest.mark.slow
 def test_analysis_benchmark_smoke():
     out = run(sys.executable, "benchmarks/analysis.py", "--smoke")
-    assert "| load_study (100 runs from SQLite MLflow) |" in out
+    assert "| load_study (48 runs from SQLite MLflow) |" in out
     assert "| fits, plots and report together |" in out
 
 
