@@ -335,15 +335,9 @@ def losses(args: argparse.Namespace) -> list[dict]:
     options = argparse.Namespace(
         dim=128, repeats=1 if args.smoke else 5, min_seconds=0.0 if args.smoke else 1.0,
         threads=int(share_of_machine()[0]), device=args.device, lightly_path=None,
-        impls=["info_nce", "nt_xent", "dense"],
+        impls=["info_nce", "nt_xent", "dense"], sizes=sizes, smoke=args.smoke,
     )  # fmt: skip
-    rows = []
-    for n in sizes:
-        timed = bench.child(options, "--child-time", str(n))
-        if not args.device.startswith("cuda"):  # smoke: the three peaks in one process
-            bench.add_peaks(options, timed, n, together=args.smoke)
-        rows += timed
-    return rows
+    return bench.run(options)  # smoke: the three peaks of an N in one process
 
 
 # ---------------------------------------------------------------------------------------------

@@ -55,11 +55,16 @@ def toy_spec(trials: int) -> dict:
     }  # fmt: skip
 
 
+def short_ray_tmpdir() -> None:
+    """A short RAY_TMPDIR unless one is set (Ray's socket paths are limited to ~107 bytes)."""
+    if "RAY_TMPDIR" not in os.environ:
+        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rb", dir="/tmp")
+
+
 def one_run(concurrency: int, spec: dict | None = None, figures: bool = True) -> dict[str, float]:
     import yaml
 
-    if "RAY_TMPDIR" not in os.environ:
-        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rb", dir="/tmp")
+    short_ray_tmpdir()
     with tempfile.TemporaryDirectory(prefix="bench-study-") as tmp:
         spec_path = None
         if spec is not None:
@@ -148,8 +153,7 @@ def smoke() -> None:
 
     from study.runner import start_ray
 
-    if "RAY_TMPDIR" not in os.environ:
-        os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="rb", dir="/tmp")
+    short_ray_tmpdir()
     start_ray(None)
     try:
         single = toy(1, sizes=(2, 4), figures=False)[2]

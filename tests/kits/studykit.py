@@ -101,17 +101,19 @@ def stop_group(process) -> None:
 
 
 def start_driver(
-    spec: Path, workdir: Path, uri: str, study: str, env: dict | None = None
-) -> tuple[list[str], object]:
+    spec: Path, workdir: Path, uri: str, study: str, *, figures: bool = False,
+    env: dict | None = None,
+) -> tuple[list[str], object]:  # fmt: skip
     """``study run SPEC`` as its own process session (so a test can kill it whole), in ``env``
-    (this process's environment by default)."""
+    (this process's environment by default); without figures unless told (few tests of a
+    driver read them: seconds per study)."""
     import subprocess
 
     command = [
         study,
         "run",
         str(spec),
-        "--no-figures",  # no test of a killed driver reads the figures: seconds per study
+        *([] if figures else ["--no-figures"]),
         "--tracking-uri",
         uri,
         "--storage",

@@ -20,6 +20,7 @@ from studykit import (
     default_spec_data,
     duplicated_metric_rows,
     metric_steps,
+    start_driver,
     wait_for,
     write_spec,
 )
@@ -205,10 +206,7 @@ def test_two_worker_study_with_a_worker_killed_then_interrupted_then_resumed(wor
     for both faults: each of its trials costs seconds of Ray Train's actors starting."""
     spec = write_workers_spec(workdir / "dp.yaml")
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
-    command = [STUDY, "run", str(spec), "--no-figures", "--tracking-uri", uri, "--storage",
-               str(workdir / "studies")]  # fmt: skip
-    driver = subprocess.Popen(command, cwd=workdir, stdout=subprocess.PIPE, text=True,
-                              stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
+    command, driver = start_driver(spec, workdir, uri, STUDY)
     trial_dir = workdir / "studies" / "dp-two" / "trials" / "p000-r0"
     wait_for(lambda: len(checkpoints(trial_dir)) >= 1, 300, "a first checkpoint", driver)
     killed = int((trial_dir / "worker1.pid").read_text())  # rank 1: not the one that reports

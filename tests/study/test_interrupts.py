@@ -8,21 +8,19 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from pathlib import Path
 
 import pytest
-from studykit import STUDY, checkpoints, child_runs, parent_runs, wait_for, write_spec
+from studykit import (
+    STUDY,
+    checkpoints,
+    child_runs,
+    parent_runs,
+    start_driver,
+    wait_for,
+    write_spec,
+)
 
 NAME = "interrupted"
-
-
-def driver(spec: Path, workdir: Path, uri: str, *options: str, **env: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [STUDY, "run", str(spec), *options, "--tracking-uri", uri, "--storage",
-         str(workdir / "studies")],
-        cwd=workdir, env=os.environ | env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-    )  # fmt: skip
 
 
 def interrupt(process: subprocess.Popen) -> tuple[str, str]:
@@ -49,7 +47,7 @@ def test_an_interrupt_during_the_trials_or_the_report_kills_what_is_unfinished_a
                       trial={"budget_examples": 128 * 24, "batch_size": 128, "eval_marks": 6},
                       max_concurrent=1, resources={"workers": 1, "cpu": 1})  # fmt: skip
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
-    first = driver(spec, workdir, uri, "--no-figures")
+    command, first = start_driver(spec, workdir, uri, STUDY)
     trial_dir = workdir / "studies" / NAME / "trials" / "p000-r0"
     wait_for(lambda: len(checkpoints(trial_dir)) >= 1, 180, "a first checkpoint", first)
     out, err = interrupt(first)
@@ -64,7 +62,8 @@ def test_an_interrupt_during_the_trials_or_the_report_kills_what_is_unfinished_a
     # resumed with its figures (seconds of drawing: a wide window), interrupted in the report
     staging = workdir / "tmp"
     staging.mkdir()
-    second = driver(spec, workdir, uri, TMPDIR=str(staging))
+    _, second = start_driver(spec, workdir, uri, STUDY, figures=True,
+                             env=os.environ | {"TMPDIR": str(staging)})  # fmt: skip
     wait_for(lambda: list(staging.glob("study-out-*")), 400, "the export to begin", second)
     _, err = interrupt(second)
     assert second.returncode == 130, err[-3000:]
@@ -74,9 +73,8 @@ def test_an_interrupt_during_the_trials_or_the_report_kills_what_is_unfinished_a
     assert {r.info.status for r in child_runs(uri, NAME)} == {"FINISHED"}  # its trials did
     assert not (workdir / "studies" / NAME / "report").exists()
 
-    again = driver(spec, workdir, uri, "--no-figures")
-    out, err = again.communicate(timeout=400)
-    assert again.returncode == 0, err[-3000:]
+    again = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=400)
+    assert again.returncode == 0, again.stderr[-3000:]
     runs = {r.data.tags["study.trial_key"]: r for r in child_runs(uri, NAME)}
     assert {r.info.status for r in runs.values()} == {"FINISHED"} and len(runs) == len(levels)
     assert runs["p000-r0"].data.metrics["trial/resumed_from"] > 0  # from its checkpoint
