@@ -121,6 +121,13 @@ def shared_ray(_shared_ray_dir):
 
 
 @pytest.fixture
+def no_ray():
+    """This process connected to no Ray (the shared one, if it holds it, is stopped first), for
+    a test that checks nothing starts one: the shared Ray a test before it kept must not count."""
+    _disconnect_ray()
+
+
+@pytest.fixture
 def ray_tmp(monkeypatch):
     """A short RAY_TMPDIR of the test's own (Unix socket paths are limited to ~107 bytes); at
     teardown every process that still refers to it (raylets, dashboards, agents, workers left by

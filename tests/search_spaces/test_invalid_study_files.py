@@ -288,7 +288,7 @@ def assert_nothing_ran(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_study_is_refused_before_ray(
-    case: Bad, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    case: Bad, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_ray
 ) -> None:
     assert not ray.is_initialized()
     monkeypatch.chdir(tmp_path)  # anything written to the working directory would show up here
@@ -312,7 +312,7 @@ def test_bad_study_is_refused_before_ray(
     assert_nothing_ran(tmp_path)
 
 
-def test_default_study_passes_the_same_checks(tmp_path: Path) -> None:
+def test_default_study_passes_the_same_checks(tmp_path: Path, no_ray) -> None:
     """Control: the unmodified default study is not refused by the checks the cases trip."""
     from search_spaces.designs import build_design
     from search_spaces.spec import load_spec
