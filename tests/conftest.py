@@ -14,11 +14,24 @@ def pytest_configure(config: pytest.Config) -> None:
     with the default, 95 s with one thread each). A user's own OMP_NUM_THREADS wins."""
     import os
 
+    _interruptible_children()
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         share = max(1, (os.cpu_count() or 1) // workers)
         os.environ["OMP_NUM_THREADS"] = str(share)
         torch.set_num_threads(share)
+
+
+def _interruptible_children() -> None:
+    """SIGINT handled again when this test process inherited it ignored: a shell without job
+    control (``cmd &`` in a script, CI runners) starts its background commands so, every process
+    they start inherits the ignore across exec, and a driver a test Ctrl-Cs would then finish its
+    study and exit 0 (two interrupt tests failed so). ``study run`` itself keeps an inherited
+    ignore, as Unix programs do (``nohup``)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True, scope="session")
