@@ -40,8 +40,10 @@ def smoke_study(tmp_path_factory) -> Iterator[SmokeStudy]:
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     storage = folder / "studies"
     ray_tmp = tempfile.mkdtemp(prefix="rb", dir="/tmp")
-    command = [str(Path(sys.executable).with_name("study")), "run", "--smoke",
-               "--tracking-uri", uri, "--storage", str(storage)]  # fmt: skip
+    # one trial at a time: each trial process costs seconds of CPU importing torch, and the
+    # smoke study's four tiny trials finish no sooner two at once (tests/kits/studykit.py)
+    command = [str(Path(sys.executable).with_name("study")), "run", "--smoke", "--max-concurrent",
+               "1", "--tracking-uri", uri, "--storage", str(storage)]  # fmt: skip
     try:
         done = subprocess.run(command, cwd=folder, env=os.environ | {"RAY_TMPDIR": ray_tmp},
                               capture_output=True, text=True, timeout=600)  # fmt: skip

@@ -24,7 +24,8 @@ def test_the_shipped_fashion_mnist_study_runs_in_smoke_mode(workdir, shared_ray)
     assert not absent, f"{root} lacks {absent}: run bash scripts/setup_data.sh"
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     outcome = run_study("fashion_mnist_tau_batch", smoke=True, tracking_uri=uri,
-                        storage=workdir / "studies", quiet=True, figures=False)  # fmt: skip
+                        storage=workdir / "studies", quiet=True, figures=False,
+                        max_concurrent=1)  # fmt: skip
     name = "fashion-mnist-tau-batch-smoke"
     assert outcome.ok and outcome.counts == {"FINISHED": 4}
     children = child_runs(uri, name)

@@ -40,6 +40,7 @@ TOY = {
     },
     "design": {"kind": "full_factorial", "replicates": 1},
     "resources": {"cpu": 1, "gpu": 0},
+    "max_concurrent": 1,  # one trial process per study (tests/kits/studykit.ONE_AT_A_TIME)
 }  # fmt: skip
 
 

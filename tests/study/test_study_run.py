@@ -33,8 +33,9 @@ def sqlite_uri(folder: Path) -> str:
 def test_default_smoke_study_records_everything_once(workdir, shared_ray):
     uri = sqlite_uri(workdir)
     outcome = run_study(
-        None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False
-    )
+        None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False,
+        max_concurrent=1,
+    )  # fmt: skip
     name = "default-digits-smoke"
     assert outcome.ok and outcome.counts == {"FINISHED": 4} and outcome.launched == 4
     parents = parent_runs(uri, name)
@@ -74,8 +75,9 @@ def test_default_smoke_study_records_everything_once(workdir, shared_ray):
 
     # running it again resumes: nothing is missing, so nothing runs and nothing is duplicated
     again = run_study(
-        None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False
-    )
+        None, smoke=True, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False,
+        max_concurrent=1,
+    )  # fmt: skip
     assert again.launched == 0 and len(child_runs(uri, name)) == 4
     assert duplicated_metric_rows(workdir / "mlflow.db") == []
 
