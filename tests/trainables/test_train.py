@@ -119,10 +119,22 @@ def test_collapse_ends_the_trial_as_collapsed():
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "trainables", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    """``python -m trainables ARGS`` run in this process (its ``main``), its exit status and
+    output as a finished process's: each process of its own spent ~5 s of CPU importing torch.
+    The command as a process is run by the kill test below and by tests/repository."""
+    import contextlib
+    import io
+
+    from trainables.__main__ import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse's own refusals
+            code = exit_.code if isinstance(exit_.code, int) else 2
+    return subprocess.CompletedProcess(["python", "-m", "trainables", *args], code,
+                                       out.getvalue(), err.getvalue())  # fmt: skip
 
 
 def test_cli_json_smoke():
