@@ -130,18 +130,21 @@ def test_study_run_ends_with_the_findings_then_the_paths_and_the_parent_leads_wi
 
 
 @pytest.mark.slow
-def test_report_json_from_mlflow_and_from_parquet_agree(default_study, tmp_path):
+def test_report_json_from_mlflow_and_from_parquet_agree(default_study, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from study.cli import app
+
     folder, _, _ = default_study
+    monkeypatch.chdir(folder)  # in this process (typer's runner), as in the power test below
     # the numbers only: the figures (drawn by `study run`, tested above) would take most of it
-    by_name = subprocess.run([STUDY, "report", NAME, "--out", str(tmp_path / "a"), "--json",
-                              "--no-figures"], cwd=folder, capture_output=True,
-                             text=True)  # fmt: skip
+    by_name = CliRunner().invoke(app, ["report", NAME, "--out", str(tmp_path / "a"), "--json",
+                                       "--no-figures"])  # fmt: skip
     results = folder / "studies" / NAME / "results.parquet"
-    by_file = subprocess.run([STUDY, "report", "--results", str(results), "--out",
-                              str(tmp_path / "b"), "--json", "--no-figures"], cwd=folder,
-                             capture_output=True, text=True)  # fmt: skip
-    assert by_name.returncode == 0, by_name.stderr[-2000:]
-    assert by_file.returncode == 0, by_file.stderr[-2000:]
+    by_file = CliRunner().invoke(app, ["report", "--results", str(results), "--out",
+                                       str(tmp_path / "b"), "--json", "--no-figures"])  # fmt: skip
+    assert by_name.exit_code == 0, by_name.output[-2000:]
+    assert by_file.exit_code == 0, by_file.output[-2000:]
     a, b = json.loads(by_name.stdout), json.loads(by_file.stdout)
     assert a["study"] == NAME and a["n_trials"] == 8
     assert a["responses"].keys() == b["responses"].keys()
