@@ -54,6 +54,17 @@ def uri(folder: Path) -> str:
     return f"sqlite:///{folder / 'mlflow.db'}"
 
 
+def study_in_process(*argv: str):
+    """``study ARGV`` through typer's runner in this process (run from the study's folder, as a
+    user's shell would be): each command as a process is timed by benchmarks/commands.py and run
+    by tests/repository; here a process of its own cost seconds of imports per call."""
+    from typer.testing import CliRunner
+
+    from study.cli import app
+
+    return CliRunner().invoke(app, list(argv))
+
+
 @pytest.mark.long
 @pytest.mark.slow
 def test_the_default_study_records_every_trial_compute_matched(default_study):
@@ -131,18 +142,14 @@ def test_study_run_ends_with_the_findings_then_the_paths_and_the_parent_leads_wi
 
 @pytest.mark.slow
 def test_report_json_from_mlflow_and_from_parquet_agree(default_study, tmp_path, monkeypatch):
-    from typer.testing import CliRunner
-
-    from study.cli import app
-
     folder, _, _ = default_study
-    monkeypatch.chdir(folder)  # in this process (typer's runner), as in the power test below
+    monkeypatch.chdir(folder)
     # the numbers only: the figures (drawn by `study run`, tested above) would take most of it
-    by_name = CliRunner().invoke(app, ["report", NAME, "--out", str(tmp_path / "a"), "--json",
-                                       "--no-figures"])  # fmt: skip
+    by_name = study_in_process("report", NAME, "--out", str(tmp_path / "a"), "--json",
+                               "--no-figures")  # fmt: skip
     results = folder / "studies" / NAME / "results.parquet"
-    by_file = CliRunner().invoke(app, ["report", "--results", str(results), "--out",
-                                       str(tmp_path / "b"), "--json", "--no-figures"])  # fmt: skip
+    by_file = study_in_process("report", "--results", str(results), "--out", str(tmp_path / "b"),
+                               "--json", "--no-figures")  # fmt: skip
     assert by_name.exit_code == 0, by_name.output[-2000:]
     assert by_file.exit_code == 0, by_file.output[-2000:]
     a, b = json.loads(by_name.stdout), json.loads(by_file.stdout)
@@ -184,33 +191,23 @@ def test_notebook_executes_on_the_default_study(default_study, monkeypatch):
 @pytest.mark.slow
 def test_power_and_plan_plan_replicates_from_the_finished_study(default_study, monkeypatch):
     """`study power` asks for the replicates that detect an effect from the study's own error;
-    `study plan` of the same study shows what its planned replicates detect. In this process
-    (typer's runner, in the study's folder, as a user's shell would be): each command's own
-    process start is timed by benchmarks/commands.py, and cost seconds of imports here."""
-    from typer.testing import CliRunner
-
-    from study.cli import app
-
+    `study plan` of the same study shows what its planned replicates detect."""
     folder, _, _ = default_study
     monkeypatch.chdir(folder)
-
-    def study(*argv: str):
-        return CliRunner().invoke(app, list(argv))
-
-    done = study("power", NAME, "--metric", "z/align", "--effect", "0.01")
+    done = study_in_process("power", NAME, "--metric", "z/align", "--effect", "0.01")
     assert done.exit_code == 0, done.output[-2000:]
     assert "at 80% power" in done.stdout and "doubling temperature" in done.stdout
     assert "replicates per point" in done.stdout
-    bad = study("power", NAME, "--metric", "z/alignment", "--effect", "0.01")
+    bad = study_in_process("power", NAME, "--metric", "z/alignment", "--effect", "0.01")
     assert bad.exit_code == 2 and "--metric 'z/alignment'" in bad.stderr
-    negative = study("power", NAME, "--metric", "z/align", "--effect", "-1")
+    negative = study_in_process("power", NAME, "--metric", "z/align", "--effect", "-1")
     assert negative.exit_code == 2 and "effect must be a positive number" in negative.stderr
-    planned = study("plan", "default", "--json")
+    planned = study_in_process("plan", "default", "--json")
     assert planned.exit_code == 0, planned.output[-2000:]
     sizes = json.loads(planned.stdout)["detectable"]["z/align"]
     assert set(sizes) == {"doubling temperature", "doubling batch_size"}
     assert all(v > 0 for v in sizes.values())
-    text = study("plan", "default")
+    text = study_in_process("plan", "default")
     assert "smallest effects detected at 80% power with 2 replicates" in text.stdout
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from studykit import child_runs, parent_runs
+from studykit import ONE_AT_A_TIME, child_runs, parent_runs
 from typer.testing import CliRunner
 
 from search_spaces.designs import build_design
@@ -40,8 +40,7 @@ TOY = {
     },
     "design": {"kind": "full_factorial", "replicates": 1},
     "resources": {"cpu": 1, "gpu": 0},
-    "max_concurrent": 1,  # one trial process per study (tests/kits/studykit.ONE_AT_A_TIME)
-}  # fmt: skip
+} | ONE_AT_A_TIME  # fmt: skip
 
 
 def toy_file(folder: Path, **changes) -> Path:

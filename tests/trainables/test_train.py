@@ -131,8 +131,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             code = main(list(args))
-        except SystemExit as exit_:  # argparse's own refusals
-            code = exit_.code if isinstance(exit_.code, int) else 2
+        except SystemExit as exit_:  # argparse's own refusals (2) and --help (0)
+            code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
     return subprocess.CompletedProcess(["python", "-m", "trainables", *args], code,
                                        out.getvalue(), err.getvalue())  # fmt: skip
 
