@@ -42,7 +42,6 @@ Every such case is named in ``notes``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -56,6 +55,8 @@ from scipy import optimize, stats
 # datasets: 0.6 s more for every command and report that fits a surface)
 from statsmodels.regression.linear_model import OLS
 from statsmodels.stats.anova import anova_lm
+
+from analysis.t_power import noncentrality
 
 Goal = Literal["max", "min"]
 
@@ -889,51 +890,6 @@ def _contrasts(
     matrix = np.asarray(build_design_matrices([info], pd.DataFrame(rows))[0])
     differences = matrix[0::2] - matrix[1::2]
     return differences.reshape(len(moves), len(combos), -1).mean(axis=1)
-
-
-def t_test_power(ncp: float, df: int, alpha: float = 0.05) -> float:
-    """The power of a two-sided t test at level ``alpha`` on ``df`` degrees of freedom when the
-    true |effect| / se is ``ncp``: P(|T| > t_crit) for T = (Z + ncp) / sqrt(V / df), Z standard
-    normal and V chi-squared on ``df``: scipy's noncentral t, or where that returns NaN (its far
-    tail at 1 df) the same probability integrated over V."""
-    from scipy import integrate, stats
-
-    crit = float(stats.t.ppf(1 - alpha / 2, df))
-    fast = float(stats.nct.sf(crit, df, ncp) + stats.nct.cdf(-crit, df, ncp))
-    if math.isfinite(fast) and 0 <= fast <= 1:
-        return fast
-
-    def rejects(v: float) -> float:
-        edge = crit * math.sqrt(v / df)
-        return float(stats.norm.sf(edge - ncp) + stats.norm.cdf(-edge - ncp))
-
-    value, _ = integrate.quad(lambda v: rejects(v) * stats.chi2.pdf(v, df), 0, np.inf, limit=200)
-    return float(value)
-
-
-@functools.lru_cache(maxsize=4096)
-def noncentrality(df: int, alpha: float = 0.05, power: float = 0.8) -> float:
-    """The |effect| / se that a two-sided t test on ``df`` degrees of freedom detects at
-    ``power``: the root of :func:`t_test_power` (the noncentral t, as statsmodels' TTestPower
-    computes it). Solved here with a bracket that widens until it holds the root, because
-    statsmodels' own solver stops at effect size 10 and so returns the same size (14.14 at
-    1 df) for every power above the one it reaches there; power rises with the noncentrality,
-    so the root is unique and a larger power always needs a larger effect.
-
-    Raises:
-        ValueError: ``df`` below 1, or ``alpha`` or ``power`` outside (0, 1) or ``power`` not
-            above ``alpha`` (a test with no effect already has power ``alpha``).
-    """
-    from scipy.optimize import brentq
-
-    if df < 1:
-        raise ValueError(f"df must be at least 1, got {df}")
-    if not (0 < alpha < 1 and alpha < power < 1):
-        raise ValueError(f"need 0 < alpha < power < 1, got alpha {alpha} and power {power}")
-    high = 1.0
-    while t_test_power(high, df, alpha) < power:
-        high *= 2
-    return float(brentq(lambda n: t_test_power(n, df, alpha) - power, 0.0, high, xtol=1e-10))
 
 
 def factor_effects(
