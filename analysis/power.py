@@ -12,16 +12,32 @@ an effect X are the fewest r whose detectable size is at most X.
 
 Assumptions, said once: the error mean square of the finished study is the error of the planned
 one (same data, model and budget), and the planned design is the finished design replicated.
+
+What planning needs of a fit is small: each effect's standard error, the design's runs, points
+and parameters, and the error. That is a response's :class:`PowerBasis`. A study's report writes
+the basis of every response it fits (:data:`BASIS_FILE`, beside ``report.json``), tied to the
+trials it was fitted on (:func:`trials_fingerprint`), so ``study power`` answers from it without
+fitting again (or importing statsmodels and pandas); a record whose trials changed since is
+fitted afresh. The numbers are the same either way: a fit's plans are made from its basis.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from analysis.surface import Effect, ResponseSurface, factor_effects, noncentrality
+from analysis.t_power import noncentrality
+
+if TYPE_CHECKING:
+    from analysis.surface import ResponseSurface
 
 MAX_REPLICATES = 1000
+BASIS_FILE = "power_basis.json"
+BASIS_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -69,8 +85,93 @@ def _design(surface: ResponseSurface) -> _Design:
     return _Design(runs, points, runs - round(float(fit.df_resid)), surface.blocks == "replicate")
 
 
+@dataclass(frozen=True)
+class BasisEffect:
+    """One factor's effect as planning needs it: which change, and its standard error (None
+    when the model reproduces every trial)."""
+
+    factor: str
+    change: str
+    std_err: float | None
+
+
+@dataclass(frozen=True)
+class PowerBasis:
+    """What planning replicates needs of one response's fit (:func:`power_basis`): the design,
+    the fit's residual df, its error and block term, and each factor's effect."""
+
+    response: str
+    design: _Design
+    resid_df: int
+    error_ms: float
+    error_df: int
+    blocks: str | None
+    exact: bool
+    effects: tuple[BasisEffect, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PowerBasis:
+        return cls(
+            **{k: v for k, v in data.items() if k not in ("design", "effects")},
+            design=_Design(**data["design"]),
+            effects=tuple(BasisEffect(**e) for e in data["effects"]),
+        )
+
+
+def power_basis(surface: ResponseSurface) -> PowerBasis:
+    """The planning basis of a fitted response surface."""
+    from analysis.surface import factor_effects
+
+    effects = tuple(BasisEffect(e.factor, e.change, e.std_err) for e in factor_effects(surface))
+    return PowerBasis(
+        surface.response, _design(surface), round(float(surface._fit.df_resid)),
+        float(surface.error_ms), int(surface.error_df), surface.blocks, bool(surface.exact),
+        effects,
+    )  # fmt: skip
+
+
+def _basis(fit: ResponseSurface | PowerBasis) -> PowerBasis:
+    return fit if isinstance(fit, PowerBasis) else power_basis(fit)
+
+
+def trials_fingerprint(rows: list[tuple[Any, Any, Any]]) -> str:
+    """What a study's fits were made on: its results rows as (trial_key, run_id, status), in
+    any order. A finished run's values never change, so a changed fingerprint means trials were
+    added, replaced or ended since."""
+    lines = sorted("\t".join("" if v is None else str(v) for v in row) for row in rows)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def write_bases(
+    fits: dict[str, ResponseSurface | None], fingerprint: str, folder: str | Path
+) -> Path:
+    """Write :data:`BASIS_FILE` under ``folder``: the basis of every fitted response, tied to
+    the trials' ``fingerprint``."""
+    bases = {r: power_basis(s).to_json() for r, s in fits.items() if s is not None}
+    path = Path(folder) / BASIS_FILE
+    path.write_text(json.dumps({"version": BASIS_VERSION, "trials": fingerprint,
+                                "responses": bases}, indent=1))  # fmt: skip
+    return path
+
+
+def read_basis(text: str, fingerprint: str, response: str) -> PowerBasis | None:
+    """``response``'s basis from a :data:`BASIS_FILE`'s text when it was written for these
+    trials (``fingerprint``) by this version; None otherwise (fit afresh)."""
+    try:
+        data = json.loads(text)
+        if data.get("version") != BASIS_VERSION or data.get("trials") != fingerprint:
+            return None
+        found = data["responses"].get(response)
+        return None if found is None else PowerBasis.from_json(found)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def detectable_at(
-    effect: Effect, design: _Design, replicates: int, alpha: float, power: float
+    effect: BasisEffect, design: _Design, replicates: int, alpha: float, power: float
 ) -> float | None:
     """The smallest |effect| detected with ``replicates`` per point; None if not estimable."""
     df = design.df(replicates)
@@ -80,7 +181,14 @@ def detectable_at(
     return noncentrality(df, alpha, power) * se
 
 
-def _fewest(effect: Effect, design: _Design, size: float, alpha: float, power: float):
+def _detectable_now(basis: PowerBasis, effect: BasisEffect, alpha: float, power: float):
+    """The finished study's own detectable size: its fit's residual df and standard error."""
+    if basis.exact or basis.resid_df < 1 or effect.std_err is None:
+        return None
+    return noncentrality(basis.resid_df, alpha, power) * effect.std_err
+
+
+def _fewest(effect: BasisEffect, design: _Design, size: float, alpha: float, power: float):
     """The fewest replicates (1 … MAX_REPLICATES) that detect ``size``; binary search, since
     the detectable size falls as replicates grow."""
 
@@ -98,9 +206,11 @@ def _fewest(effect: Effect, design: _Design, size: float, alpha: float, power: f
 
 
 def replicates_for(
-    surface: ResponseSurface, effect: float, *, alpha: float = 0.05, power: float = 0.8
-) -> tuple[ReplicatePlan, ...]:
-    """Replicates per point needed to detect ``effect`` (response units, > 0) for each factor.
+    surface: ResponseSurface | PowerBasis, effect: float, *, alpha: float = 0.05,
+    power: float = 0.8,
+) -> tuple[ReplicatePlan, ...]:  # fmt: skip
+    """Replicates per point needed to detect ``effect`` (response units, > 0) for each factor,
+    from a fitted surface or its :class:`PowerBasis`.
 
     Raises:
         ValueError: ``effect`` not a positive finite number, or a fit that reproduces every
@@ -108,27 +218,29 @@ def replicates_for(
     """
     if not (isinstance(effect, int | float) and math.isfinite(effect) and effect > 0):
         raise ValueError(f"effect must be a positive number, got {effect!r}")
-    if surface.exact:
+    basis = _basis(surface)
+    if basis.exact:
         raise ValueError(
-            f"{surface.response}: the model reproduces every trial, so the study has no error "
+            f"{basis.response}: the model reproduces every trial, so the study has no error "
             "to plan from; replicate its points first"
         )
-    design = _design(surface)
+    design = basis.design
     plans = []
-    for e in factor_effects(surface, alpha, power):
+    for e in basis.effects:
         needed = _fewest(e, design, effect, alpha, power)
         then = None if needed is None else detectable_at(e, design, needed, alpha, power)
-        plans.append(ReplicatePlan(surface.response, e.factor, e.change, effect,
-                                   design.replicates, e.detectable, needed, then))  # fmt: skip
+        now = _detectable_now(basis, e, alpha, power)
+        plans.append(ReplicatePlan(basis.response, e.factor, e.change, effect,
+                                   design.replicates, now, needed, then))  # fmt: skip
     return tuple(plans)
 
 
 def detectable_with(
-    surface: ResponseSurface, replicates: int, *, alpha: float = 0.05, power: float = 0.8
-) -> tuple[tuple[str, float | None], ...]:
+    surface: ResponseSurface | PowerBasis, replicates: int, *, alpha: float = 0.05,
+    power: float = 0.8,
+) -> tuple[tuple[str, float | None], ...]:  # fmt: skip
     """(change, the smallest effect detected with ``replicates`` per point) of every effect."""
-    design = _design(surface)
+    basis = _basis(surface)
     return tuple(
-        (e.change, detectable_at(e, design, replicates, alpha, power))
-        for e in factor_effects(surface, alpha, power)
+        (e.change, detectable_at(e, basis.design, replicates, alpha, power)) for e in basis.effects
     )

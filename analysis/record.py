@@ -13,9 +13,10 @@ The names below are the record's contract (``docs/mlflow.md``); ``study/`` write
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:  # imported where a table is made: a command that reads runs only never needs it
+    import pyarrow as pa
 
 ROLE_TAG = "study.role"
 PARENT, TRIAL = "parent", "trial"
@@ -91,6 +92,12 @@ def study_runs(client, experiment_id: str, role: str) -> list:
     )
 
 
+def trial_status(run) -> str:
+    """A child run's results status: the trial's own word (finished, failed, killed) when it
+    set one, else the run's status in lower case."""
+    return run.data.tags.get("study.trial_status") or run.info.status.lower()
+
+
 def trial_row(study: str, key: str, run, factors: list[str]) -> dict[str, Any]:
     """One results row of a child run (the columns of ``docs/storage.md``'s results table)."""
     params, tags, metrics = run.data.params, run.data.tags, run.data.metrics
@@ -99,7 +106,7 @@ def trial_row(study: str, key: str, run, factors: list[str]) -> dict[str, Any]:
         "study": study,
         "point_id": tags.get("study.point_id", ""),
         "replicate": int(tags.get("study.replicate", "0")),
-        "status": tags.get("study.trial_status") or run.info.status.lower(),
+        "status": trial_status(run),
         "trial_key": key,
         "run_id": run.info.run_id,
     }
@@ -113,6 +120,8 @@ def trial_row(study: str, key: str, run, factors: list[str]) -> dict[str, Any]:
 
 def _column(values: list[Any]) -> tuple[pa.Array, bool]:
     """(array, JSON-encoded?) of one column; lists and tuples travel as JSON text."""
+    import pyarrow as pa
+
     present = [v for v in values if v is not None]
     if present and all(isinstance(v, list | tuple) for v in present):
         text = [None if v is None else json.dumps(list(v)) for v in values]
@@ -135,6 +144,8 @@ def _column(values: list[Any]) -> tuple[pa.Array, bool]:
 
 def rows_table(rows: list[dict[str, Any]], metadata: dict[str, str]) -> pa.Table:
     """Rows -> an Arrow table with the results schema's metadata."""
+    import pyarrow as pa
+
     columns: list[str] = []
     for row in rows:
         columns += [c for c in row if c not in columns]

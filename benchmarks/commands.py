@@ -6,9 +6,12 @@
 Against a real embedded MLflow store holding one finished synthetic study of 40 trials (written
 through ``study.record.StudyRecord`` as a study writes it; see ``benchmarks/analysis.py``), in a
 fresh folder: ``study --help``, ``plan`` of the shipped default study, ``list``, ``status``,
-``export`` and ``power``; and ``augment`` of a finished 2 × 2 factorial written the same way
-(its study file beside the store). Each time is the wall time of the whole process (interpreter
-start, imports, reading, printing), the median of the repeats. Nothing is timed inside a test.
+``export`` and ``power`` (after the study's report, written as ``study run`` writes it at the
+end, so ``power`` answers from the planning basis beside it), and ``power`` before that report
+(it fits the surface itself: timed first); and ``augment`` of a finished 2 × 2 factorial written the
+same way (its study file beside the store). Each time is the wall time of the whole process
+(interpreter start, imports, reading, printing), the median of the repeats. Nothing is timed
+inside a test.
 ``--smoke`` records every third of the 40 trials (14: each factor still at all its levels).
 """
 
@@ -65,6 +68,15 @@ def finished_factorial(folder: Path, uri: str) -> Path:
     return path
 
 
+def write_report(uri: str, study: str, folder: Path) -> None:
+    """``study``'s report without figures, attached to its parent run, as ``study run`` ends."""
+    from study.record import StudyRecord
+    from study.reporting import make_report
+
+    record = StudyRecord.existing(uri, study)
+    make_report(record, None, folder / f"{study}-report", tracking_uri=uri, figures=False)
+
+
 def commands(uri: str, folder: Path, factorial: Path) -> dict[str, list[str]]:
     store = ["--tracking-uri", uri]
     return {
@@ -74,6 +86,9 @@ def commands(uri: str, folder: Path, factorial: Path) -> dict[str, list[str]]:
         "study status bench": ["status", "bench", *store],
         "study export bench": ["export", "bench", "--out", str(folder / "x.parquet"), *store],
         "study power bench": ["power", "bench", "--metric", "z/align", "--effect", "0.01", *store],
+        "study power bench, before its report (it fits)": [
+            "power", "bench", "--metric", "z/align", "--effect", "0.01", *store,
+        ],
         "study augment factorial.yaml": [
             "augment", str(factorial), "--out", str(folder / "ccd.yaml"), *store,
         ],
@@ -97,12 +112,19 @@ def main() -> None:
         plans = bench.synthetic_plans(40)
         uri = bench.build_store(folder, plans[::3] if args.smoke else plans)
         factorial = finished_factorial(folder, uri)
+        argvs = commands(uri, folder, factorial)
+        seconds, reported = {}, False
+        for name in sorted(argvs, key=lambda n: "before its report" not in n):
+            if "before its report" not in name and not reported:
+                write_report(uri, "bench", folder)
+                reported = True
+            seconds[name] = statistics.median(timed(argvs[name], folder) for _ in range(repeats))
         print(f"{repeats} run(s) each, median wall seconds of the whole process")
         print("| command | seconds | target |")
         print("|---|---:|---:|")
-        for name, argv in commands(uri, folder, factorial).items():
-            seconds = statistics.median(timed(argv, folder) for _ in range(repeats))
-            print(f"| {name} | {seconds:.2f} | ≤ 1 |")
+        for name in argvs:
+            target = "—" if "before its report" in name else "≤ 1"
+            print(f"| {name} | {seconds[name]:.2f} | {target} |")
 
 
 if __name__ == "__main__":

@@ -578,27 +578,55 @@ def report(
         typer.echo(f"wrote {folder / 'report.html'}")
 
 
-def _finished_results(name: str, uri: str):
-    """The results frame of study ``name`` in ``uri`` (exit 2 saying why when there is none)."""
-    from analysis.load import results_frame
-    from study.export import results_table
+def _finished_trials(name: str, uri: str):
+    """(the record, its trials as (trial_key, run_id, status)) of study ``name`` in ``uri``
+    (exit 2 saying why when none of its trials finished). Read from the runs alone: a results
+    table would import pandas (pyarrow's ``pa.array`` does), a third of a second."""
+    from analysis.record import trial_status
 
     record = _existing(name, uri)
-    df = results_frame(results_table(record))
-    if "status" in df and not (df["status"] == "finished").any():
+    trials = [(key, run.info.run_id, trial_status(run))
+              for key, run in sorted(record.trial_runs().items())]  # fmt: skip
+    if trials and all(status != "finished" for _, _, status in trials):
         _fail(StudyError(f"study {name!r} has no finished trial in {uri} to plan from"))
-    return df
+    return record, trials
+
+
+def _stored_basis(record, trials: list[tuple[str, str, str]], metric: str):
+    """``metric``'s planning basis as the study's last report wrote it on the parent run, when
+    that report was made from exactly these ``trials`` and the run's artifacts are on this
+    machine; None otherwise (the caller fits afresh). Reads only."""
+    from analysis.power import BASIS_FILE, read_basis, trials_fingerprint
+
+    folder = _local_folder(record.parent().info.artifact_uri)
+    path = folder / "report" / BASIS_FILE if folder else None
+    if path is None or not path.is_file():
+        return None
+    return read_basis(path.read_text(), trials_fingerprint(trials), metric)
+
+
+def _local_folder(uri: str | None) -> Path | None:
+    """The folder an artifact URI names on this machine (a path, or file:), else None."""
+    from urllib.parse import unquote, urlparse
+
+    if not uri:
+        return None
+    parsed = urlparse(uri)
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        return Path(unquote(parsed.path))
+    return Path(uri) if not parsed.scheme and Path(uri).is_absolute() else None
 
 
 def _surface_for(df, metric: str):
     """The best-supported response surface of ``metric`` with the report's block term (the run
     blocks of an augmented study, else the replicate when seeds are common), or a StudyError
     naming the metric and why."""
-    from analysis.fits import block_term, fit_best_supported
+    from analysis.fits import block_term, fit_best_supported, independent_trials
 
     if metric not in df:
         numeric = sorted(c for c in df.columns if "/" in c and df[c].dtype.kind == "f")
         raise StudyError(unknown_metric(metric, numeric))
+    df = independent_trials(df)  # as the report fits it: a repeated trial counts once
     fit = fit_best_supported(df, metric, blocks=block_term(df))
     if fit.surface is None:
         raise StudyError(f"--metric {metric!r}: nothing to plan from ({fit.reason})")
@@ -651,25 +679,30 @@ def power(
     """Say how many replicates per point would detect an effect of size EFFECT on METRIC.
 
     The answer comes from the finished study's own error, for the same design replicated."""
-    from analysis.power import MAX_REPLICATES, replicates_for
+    from analysis.power import MAX_REPLICATES, power_basis, replicates_for
     from analysis.units import amount, from_typed
     from study.record import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
-    df = _finished_results(name, uri)
+    record, trials = _finished_trials(name, uri)
     try:
         if not 0 < power_ < 1 or not 0 < alpha < 1:
             raise StudyError(f"--power {power_} and --alpha {alpha} must lie in (0, 1)")
-        surface = _surface_for(df, metric)
+        basis = _stored_basis(record, trials, metric)
+        if basis is None:  # no report written for these trials: fit them here
+            from analysis.load import results_frame
+            from study.export import results_table
+
+            basis = power_basis(_surface_for(results_frame(results_table(record)), metric))
         size = from_typed(metric, effect)  # points -> the recorded fraction for an accuracy
-        plans = replicates_for(surface, size, alpha=alpha, power=power_)
+        plans = replicates_for(basis, size, alpha=alpha, power=power_)
     except (StudyError, ValueError) as err:
         _fail(err)
     typer.echo(
         f"{name}: to detect an effect of {amount(metric, size)} on {metric} at {power_:.0%} power "
         f"(two-sided, alpha {alpha:g}), from this study's error (mean square "
-        f"{surface.error_ms:.3g} on {surface.error_df} df, "
-        f"{'the replicate as the block, ' if surface.blocks else ''}"
+        f"{basis.error_ms:.3g} on {basis.error_df} df, "
+        f"{'the replicate as the block, ' if basis.blocks else ''}"
         f"{plans[0].replicates_now:g} replicate{'' if plans[0].replicates_now == 1 else 's'} "
         "per point now):"
     )

@@ -55,12 +55,25 @@ def make_report(
         write_report(
             analysis, folder, history, panels=panels, source_return=tables, figures=figures
         )
+    _write_power_bases(analysis, df, folder)
     parent = record.parent() if record is not None else None
     if parent is not None:
         record.client.log_artifacts(parent.info.run_id, str(folder), "report")
         record.set_parent_note(parent.info.run_id, parent_note(analysis.headline, parent))
         record.point_to_report(parent.info.run_id, stored_as or folder / "report.html")
     return analysis.to_json(), folder
+
+
+def _write_power_bases(analysis, df: pd.DataFrame, folder: Path) -> None:
+    """Every fitted response's planning basis beside the report, tied to the trials it was
+    fitted on, so that ``study power`` answers without fitting again (analysis.power)."""
+    from analysis.power import trials_fingerprint, write_bases
+
+    if not {"trial_key", "run_id", "status"} <= set(df.columns):
+        return  # a results file from before run ids were exported: power fits afresh
+    rows = list(zip(df["trial_key"], df["run_id"], df["status"], strict=True))
+    surfaces = {r: f.surface for r, f in analysis.fits.items()}
+    write_bases(surfaces, trials_fingerprint(rows), folder)
 
 
 def source_return(record: StudyRecord, df, folder: Path) -> dict[str, tuple[Path, object]]:

@@ -126,3 +126,47 @@ def test_the_noncentrality_matches_statsmodels_where_its_solver_reaches():
     for df in (2, 5, 30):
         d = TTestPower().solve_power(effect_size=None, nobs=df + 1, alpha=0.05, power=0.9)
         assert noncentrality(df, 0.05, 0.9) == pytest.approx(float(d) * math.sqrt(df + 1), 1e-4)
+
+
+@pytest.mark.parametrize("blocks", [None, "replicate"])
+def test_a_basis_through_json_plans_as_its_surface_does(blocks):
+    """What ``study power`` reads back from a report's basis file gives the plans, detectable
+    sizes and error of the fit itself, number for number; the effects' detectable size now is
+    factor_effects' own."""
+    import json
+
+    from analysis.power import PowerBasis, power_basis
+
+    surface = fit_response_surface(planted(-0.004, 2), RESPONSE, quadratic=False, blocks=blocks)
+    basis = PowerBasis.from_json(json.loads(json.dumps(power_basis(surface).to_json())))
+    assert (basis.error_ms, basis.error_df, basis.blocks) == (
+        surface.error_ms,
+        surface.error_df,
+        surface.blocks,
+    )
+    for effect in (0.001, 0.004, 0.02):
+        assert replicates_for(basis, effect) == replicates_for(surface, effect)
+        assert replicates_for(basis, effect, alpha=0.001, power=0.95) == replicates_for(
+            surface, effect, alpha=0.001, power=0.95
+        )
+    assert detectable_with(basis, 5) == detectable_with(surface, 5)
+    now = [p.detectable_now for p in replicates_for(basis, 0.01)]
+    assert now == [e.detectable for e in factor_effects(surface)]
+
+
+def test_a_basis_file_answers_only_for_its_trials_and_version(tmp_path):
+    from analysis.power import read_basis, trials_fingerprint, write_bases
+
+    surface = fit_response_surface(planted(-0.004, 2), RESPONSE, quadratic=False)
+    trials = [("p000-r0", "a1", "finished"), ("p001-r0", "b2", "finished")]
+    fingerprint = trials_fingerprint(trials)
+    assert trials_fingerprint(trials[::-1]) == fingerprint  # any order
+    for changed in ([trials[0]], [trials[0], ("p001-r0", "b2", "failed")],
+                    [trials[0], ("p001-r0", "c3", "finished")]):  # fmt: skip
+        assert trials_fingerprint(changed) != fingerprint
+    text = write_bases({RESPONSE: surface, "flat": None}, fingerprint, tmp_path).read_text()
+    assert read_basis(text, fingerprint, RESPONSE).effects[0].std_err > 0
+    assert read_basis(text, fingerprint, "flat") is None  # not fitted: the caller fits
+    assert read_basis(text, trials_fingerprint(trials[:1]), RESPONSE) is None
+    assert read_basis(text.replace('"version": 1', '"version": 0'), fingerprint, RESPONSE) is None
+    assert read_basis("not json", fingerprint, RESPONSE) is None

@@ -198,6 +198,14 @@ def test_power_and_plan_plan_replicates_from_the_finished_study(default_study, m
     assert done.exit_code == 0, done.output[-2000:]
     assert "at 80% power" in done.stdout and "doubling temperature" in done.stdout
     assert "replicates per point" in done.stdout
+    # answered from the basis the report left; with none usable, the fit gives the same words
+    from analysis import power as planning
+
+    assert (folder / "studies" / NAME / "report" / planning.BASIS_FILE).is_file()
+    with monkeypatch.context() as patched:
+        patched.setattr(planning, "BASIS_VERSION", planning.BASIS_VERSION + 1)
+        refit = study_in_process("power", NAME, "--metric", "z/align", "--effect", "0.01")
+    assert refit.exit_code == 0 and refit.stdout == done.stdout
     bad = study_in_process("power", NAME, "--metric", "z/alignment", "--effect", "0.01")
     assert bad.exit_code == 2 and "--metric 'z/alignment'" in bad.stderr
     negative = study_in_process("power", NAME, "--metric", "z/align", "--effect", "-1")
