@@ -505,7 +505,6 @@ def write_report(
     (the columns of :data:`analysis.evidence.SOURCE_RETURN_COLUMNS`), for the evidence card's
     numbers; a panel without a table still makes the card's section say what was shown."""
     from analysis.evidence import evidence_card
-    from analysis.plots import all_figures, save_figures, usable_cores
 
     out = Path(out_dir)
     figures_dir = out / "figures"
@@ -518,16 +517,18 @@ def write_report(
     unnamed = frozenset(
         r for r, f in analysis.fits.items() if f.findings is not None and not f.findings.beats_mean
     )
-    drawn = {}
-    if figures:
+    saved, cores = {}, 1
+    if figures:  # the figure package (matplotlib: half a second of imports) only to draw
+        from analysis.plots import all_figures, save_figures, usable_cores
+
         drawn = all_figures(analysis.results, history=history, surfaces=surfaces,
                             no_optimum=unnamed, desirability=analysis.desirability,
                             pareto=analysis.pareto, paths=_paths(analysis, surfaces))  # fmt: skip
-    saved = save_figures(drawn, figures_dir)
+        saved = save_figures(drawn, figures_dir)
+        cores = max(1, min(len(saved), usable_cores()))
     written |= {f"figure:{name}": png for name, (png, _) in saved.items()}
     # the embeddings (a palette PNG each: seconds for a study's figures) are made in threads,
     # as Pillow works without the GIL, while this thread writes the card and the JSON
-    cores = max(1, min(len(saved), usable_cores()))
     with ThreadPoolExecutor(cores, "report-embed") as embedding:
         uris = {n: embedding.submit(_figure_data_uri, png, svg) for n, (png, svg) in saved.items()}
         no_contours = [r for r in surfaces if r in unnamed and sum(

@@ -14,6 +14,7 @@ interval of work is lost.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -734,7 +735,8 @@ def run_study(
     def make_record() -> StudyRecord:
         return StudyRecord(tracking_uri, spec.study, artifacts)
 
-    with study_lease(study, tracking_uri, spec.study, make_record, _load_report_modules):
+    with study_lease(study, tracking_uri, spec.study, make_record,
+                     functools.partial(_load_report_modules, figures)):  # fmt: skip
         opened: list[tuple[StudyRecord, str]] = []  # the record and parent, once open
         interrupted = False
         try:
@@ -867,12 +869,16 @@ def _open_record(
     return record, parent_id
 
 
-def _load_report_modules() -> None:
-    """The report's modules (matplotlib, the analysis: a second or two of CPU), loaded while the
-    driver's lease settles, a second the driver would otherwise sleep, rather than later beside
-    Ray's start, where they would take CPU from Ray and from the first trial's worker. Should
-    this fail, the report's own import fails the same way, and ``_report`` says so."""
+def _load_report_modules(figures: bool = True) -> None:
+    """The report's modules (the analysis, and matplotlib when the figures will be drawn: a
+    second or two of CPU), loaded while the driver's lease settles, a second the driver would
+    otherwise sleep, rather than later beside Ray's start, where they would take CPU from Ray
+    and from the first trial's worker. Should this fail, the report's own import fails the same
+    way, and ``_report`` says so."""
     import study.reporting  # noqa: F401
+
+    if figures:
+        import analysis.plots  # noqa: F401
 
 
 def _export_and_report(

@@ -144,3 +144,21 @@ def test_the_parent_note_keeps_the_design_within_mlflows_limit():
     long = parent_note(headline(not_detected=tuple("x" * 400 for _ in range(40))), parent)
     assert len(long) <= MAX_TAG and "… (more in `report/report.html`)" in long
     assert long.endswith(short.split("---\n\n")[-1])  # the design paragraph survives the cut
+
+
+def test_a_report_without_figures_loads_no_figure_package(recorded, tmp_path):
+    """Without figures (as most studies of a test run, and ``study run --no-figures``), the
+    report imports neither matplotlib nor the figure package: half a second of a study's tail."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; from study.record import StudyRecord; "
+            "from study.reporting import make_report; "
+            f"make_report(StudyRecord.existing({recorded!r}, {NAME!r}), None, {str(tmp_path)!r}, "
+            f"tracking_uri={recorded!r}, figures=False); "
+            "print('matplotlib' in sys.modules, 'analysis.plots' in sys.modules)")  # fmt: skip
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert done.stdout.split() == ["False", "False"], done.stderr[-2000:]
+    assert (tmp_path / "report.html").is_file() and not (tmp_path / "figures").exists()
