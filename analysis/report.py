@@ -519,12 +519,13 @@ def write_report(
     )
     saved, cores = {}, 1
     if figures:  # the figure package (matplotlib: half a second of imports) only to draw
-        from analysis.plots import all_figures, save_figures, usable_cores
+        from analysis.plots import iter_figures, save_figures, usable_cores
 
-        drawn = all_figures(analysis.results, history=history, surfaces=surfaces,
+        # each figure drawn as soon as it is made, while the next are made
+        made = iter_figures(analysis.results, history=history, surfaces=surfaces,
                             no_optimum=unnamed, desirability=analysis.desirability,
                             pareto=analysis.pareto, paths=_paths(analysis, surfaces))  # fmt: skip
-        saved = save_figures(drawn, figures_dir)
+        saved = save_figures(made, figures_dir)
         cores = max(1, min(len(saved), usable_cores()))
     written |= {f"figure:{name}": png for name, (png, _) in saved.items()}
     # the embeddings (a palette PNG each: seconds for a study's figures) are made in threads,

@@ -18,6 +18,7 @@ interactive backend. Each figure module's ``CAPTION`` tells a reader what to loo
 from analysis.plots._all import (
     all_figures,
     caption,
+    iter_figures,
     save_figure,
     save_figures,
     title,
@@ -44,6 +45,7 @@ __all__ = [
     "contour_grid",
     "interaction_table",
     "interactions",
+    "iter_figures",
     "main_effect_table",
     "main_effects",
     "phase_diagram",

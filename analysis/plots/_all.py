@@ -3,10 +3,13 @@ cores allow (one figure is written by :mod:`analysis.plots._save`); a figure's t
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import pickle
 import re
-import time
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -121,11 +124,11 @@ def title(name: str) -> str:
     return name
 
 
-POOL_AFTER_S = 3.0  # drawing left beyond which a drawing process pays for its start
-# a drawing process's start: the interpreter and matplotlib (0.8 s), then its first figures,
-# slower than this process's (its font and text caches are cold); of 1, 2, 2.5 and 3 s, 3 wrote the
-# default study's 20 figures soonest and most evenly (5.2-5.4 s, 3 runs each)
-PROCESS_START_S = 3.0
+START_AFTER = 8
+"""Figures waiting, in :func:`drawing_weight` units (two small figures: about a second of
+drawing), beyond which :func:`save_figures` starts its drawing processes: a process costs the
+interpreter and matplotlib (0.8 s of CPU) before its first figure, so a report of a figure or
+two is drawn here alone."""
 
 
 def drawing_weight(fig: Figure) -> int:
@@ -136,47 +139,48 @@ def drawing_weight(fig: Figure) -> int:
 
 
 def save_figures(
-    figures: dict[str, Figure], out_dir: str | Path, processes: int | None = None
+    figures: Mapping[str, Figure] | Iterable[tuple[str, Figure]],
+    out_dir: str | Path,
+    processes: int | None = None,
 ) -> dict[str, list[Path]]:
-    """Write every figure as :func:`save_figure` does; returns name -> its two paths, in order.
+    """Write every figure as :func:`save_figure` does; returns name -> its two paths, in the
+    order given.
 
-    The figures are drawn in parallel when the cores allow and the drawing left is long enough
-    to pay for starting processes: the first figure is drawn here and timed, which gives the
-    time of every other by its :func:`drawing_weight`; when the rest would take longer than
-    :data:`POOL_AFTER_S`, they are dealt longest first, each to the core that would finish
-    soonest: this process, or a drawing process (one per other core) whose start costs
-    :data:`PROCESS_START_S`. A core dealt nothing starts no process. ``processes`` defaults to
-    :func:`usable_cores`; 1 draws everything here."""
-    names = list(figures)
-    if not names:
-        return {}
+    ``figures`` is a mapping, or pairs (name, figure) made one at a time (:func:`iter_figures`):
+    each is drawn as soon as a core is free, so the drawing starts while the rest are still
+    being made. The figures wait in one queue in the order they come; a drawing process (one
+    per other core of ``processes``, by default :func:`usable_cores`) takes the next whenever it
+    has drawn its last, and so does this process once every figure is made. No figure's time
+    is guessed, and the cores finish within a figure of each other. The processes start once
+    the figures waiting weigh :data:`START_AFTER`; with ``processes`` 1, or fewer figures,
+    everything is drawn here. A figure that will not pickle, or whose process failed, is drawn
+    here."""
     out = Path(out_dir)
-    started = time.perf_counter()
-    done = {names[0]: save_figure(figures[names[0]], out, names[0])}
-    unit_s = (time.perf_counter() - started) / drawing_weight(figures[names[0]])
-    rest = {name: unit_s * drawing_weight(figures[name]) for name in names[1:]}
-    cores = min(len(rest), processes or usable_cores())
-    pooled = cores >= 2 and sum(rest.values()) > POOL_AFTER_S
-    here, *elsewhere = _dealt(rest, cores) if pooled else [list(rest)]
-    with _DrawingProcesses(figures, out, elsewhere) as drawing:
-        for name in here:
-            done[name] = save_figure(figures[name], out, name)
-    for name in (n for share in elsewhere for n in share):
-        # drawn here after all: it would not pickle, or its process failed
-        done[name] = drawing.drawn.get(name) or save_figure(figures[name], out, name)
-    return {name: done[name] for name in names}
-
-
-def _dealt(seconds: dict[str, float], cores: int) -> list[list[str]]:
-    """The figures dealt longest first, each to the core that would finish it soonest: this
-    process (share 0, free now) or a drawing process (free once started)."""
-    loads = [0.0] + [PROCESS_START_S] * (cores - 1)
-    shares: list[list[str]] = [[] for _ in range(cores)]
-    for name in sorted(seconds, key=seconds.get, reverse=True):
-        core = min(range(cores), key=loads.__getitem__)
-        loads[core] += seconds[name]
-        shares[core].append(name)
-    return shares
+    cores = processes or usable_cores()
+    pairs = figures.items() if isinstance(figures, Mapping) else figures
+    waiting = _FigureQueue()
+    made: dict[str, Figure] = {}
+    helpers: list[_DrawingProcess] = []
+    done: dict[str, list[Path]] = {}
+    try:
+        weight = 0
+        for name, fig in pairs:
+            made[name] = fig
+            waiting.put(name)
+            weight += drawing_weight(fig)
+            if not helpers and cores >= 2 and weight >= START_AFTER:
+                helpers = [_DrawingProcess(made, out, waiting) for _ in range(cores - 1)]
+        waiting.close()
+        while (name := waiting.take()) is not None:  # this process draws as a helper does
+            done[name] = save_figure(made[name], out, name)
+    finally:
+        waiting.close()
+        for helper in helpers:
+            done |= helper.finish()
+    for name in made:  # drawn here after all: it would not pickle, or its process failed
+        if name not in done:
+            done[name] = save_figure(made[name], out, name)
+    return {name: done[name] for name in made}
 
 
 def usable_cores() -> int:
@@ -187,54 +191,124 @@ def usable_cores() -> int:
     return min(cores or 1, int(omp)) if omp.isdigit() and int(omp) > 0 else cores or 1
 
 
-class _DrawingProcesses:
-    """Fresh interpreters that draw figures, each given its share as pickled files, while the
-    ``with`` block runs; ``drawn`` says what they drew once it ends. Plain subprocesses, not
+class _FigureQueue:
+    """The names of the figures not yet taken, in the order they came; ``take`` waits for the
+    next until the queue is closed (no more figures will come), then gives None."""
+
+    def __init__(self) -> None:
+        self._names: collections.deque[str] = collections.deque()
+        self._closed = False
+        self._changed = threading.Condition()
+
+    def put(self, name: str) -> None:
+        with self._changed:
+            self._names.append(name)
+            self._changed.notify()
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+    def take(self) -> str | None:
+        with self._changed:
+            self._changed.wait_for(lambda: self._names or self._closed)
+            return self._names.popleft() if self._names else None
+
+
+class _DrawingProcess:
+    """A fresh interpreter that draws figures taken from a :class:`_FigureQueue`, fed by a
+    thread of this process: each figure it takes is pickled to a file and named on the
+    process's stdin, and the process says ``done NAME`` when it has written it. It is handed
+    one figure at a time (a pickle takes hundredths of a second), so that at the end no figure
+    waits in its hands while this process has none to draw. A plain subprocess, not
     multiprocessing: its spawn and forkserver start methods run the caller's main script again
     in each child (a notebook's cells, or a script without a ``__main__`` guard that runs a
-    study), and a fork would copy the caller's threads mid-lock."""
+    study), and a fork would copy the caller's threads mid-lock. The process runs
+    :mod:`analysis.plots._save` as a script, so it imports matplotlib and what the figures
+    hold, not the figure package and its analysis."""
 
-    def __init__(self, figures: dict[str, Figure], out_dir: Path, shares: list[list[str]]) -> None:
-        """``shares``: the names of ``figures`` each process draws, a process per share that
-        has any."""
-        self.figures, self.out_dir, self.shares = figures, out_dir, shares
-        self.drawn: dict[str, list[Path]] = {}
-        self._procs: list = []
-
-    def __enter__(self) -> _DrawingProcesses:
+    def __init__(self, figures: Mapping[str, Figure], out_dir: Path, queue: _FigureQueue) -> None:
         import subprocess
         import sys
         import tempfile
 
-        if not any(self.shares):
-            return self
+        self.figures, self.out_dir, self.queue = figures, out_dir, queue
+        self.drawn: dict[str, list[Path]] = {}
+        self._sent: list[str] = []
         self._tmp = tempfile.TemporaryDirectory(prefix="figures-")
-        shares: list[list[str]] = [[] for _ in self.shares]
-        for share, names in zip(shares, self.shares, strict=True):
-            for name in names:
-                try:
-                    pickled = pickle.dumps(self.figures[name])
-                except Exception:  # drawn by the caller instead
-                    continue
-                (Path(self._tmp.name) / f"{name}.pickle").write_bytes(pickled)
-                share.append(name)
         package_root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             filter(None, [package_root, os.environ.get("PYTHONPATH")]))}  # fmt: skip
-        # the writing module as a script (-P: its folder stays off the path), so a drawing process
-        # imports matplotlib and what the figures hold, not the figure package and its analysis
-        command = [sys.executable, "-P", _save.__file__, self._tmp.name, str(self.out_dir)]
-        quiet = {"env": env, "stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE}
-        self._procs = [(s, subprocess.Popen([*command, *s], **quiet)) for s in shares if s]
-        return self
+        # -P: the script's folder stays off the path, so `analysis` is never this package's
+        command = [sys.executable, "-P", _save.__file__, self._tmp.name, str(out_dir)]
+        self._proc = subprocess.Popen(
+            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True, bufsize=1,
+        )  # fmt: skip
+        self._feeder = threading.Thread(target=self._feed, name="figure-feeder", daemon=True)
+        self._feeder.start()
 
-    def __exit__(self, *exc) -> None:
-        for share, proc in self._procs:
-            proc.communicate()
-            if proc.returncode == 0:
-                self.drawn |= {n: figure_paths(self.out_dir, n) for n in share}
-        if any(self.shares):
-            self._tmp.cleanup()
+    def _send_next(self) -> bool:
+        """Hand the process the next figure it can take; False when none is left (or it is
+        gone)."""
+        while (name := self.queue.take()) is not None:
+            try:
+                pickled = pickle.dumps(self.figures[name])
+            except Exception:  # drawn by the caller instead, once the queue is empty
+                continue
+            (Path(self._tmp.name) / f"{name}.pickle").write_bytes(pickled)
+            try:
+                self._proc.stdin.write(name + "\n")
+                self._proc.stdin.flush()
+            except OSError:  # the process is gone: its figures are drawn by the caller
+                return False
+            self._sent.append(name)
+            return True
+        return False
+
+    def _feed(self) -> None:
+        if self._send_next():
+            for line in self._proc.stdout:
+                if line.startswith("done "):
+                    name = line[5:].rstrip("\n")
+                    self.drawn[name] = figure_paths(self.out_dir, name)
+                    if not self._send_next():
+                        break
+        with contextlib.suppress(OSError):
+            self._proc.stdin.close()
+
+    def finish(self) -> dict[str, list[Path]]:
+        """Wait for the process to draw what it was given; what it drew. Its files are written
+        when it says so: its exit (the interpreter's teardown, half a second) is awaited by a
+        thread of its own, not here."""
+        self._feeder.join()
+        threading.Thread(target=self._proc.wait, name="figure-process-exit", daemon=True).start()
+        self._tmp.cleanup()
+        return dict(self.drawn)
+
+
+def iter_figures(
+    df: pd.DataFrame,
+    history: pd.DataFrame | None = None,
+    surfaces: dict[str, Any] | None = None,
+    response: str = "probe/knn_top1_h",
+    no_optimum: frozenset[str] = frozenset(),
+    desirability: Any = None,
+    pareto: Any = None,
+    paths: dict[str, Any] | None = None,
+) -> Iterator[tuple[str, Figure]]:
+    """:func:`all_figures`, one (name, figure) at a time, each made when asked for: what
+    :func:`save_figures` draws while the next are made."""
+    surfaces = surfaces or {}
+    yield from _plane_figures(df, history, response)
+    yield from _effect_figures(df, response)
+    yield from _temperature_figures(df, response)
+    yield from _contour_figures(surfaces, no_optimum, paths or {})
+    yield from _desirability_figures(desirability, surfaces)
+    yield from _pareto_figures(pareto)
+    yield from _class_spread_figures(df)
+    yield from _shift_figures(df)
 
 
 def all_figures(
@@ -259,101 +333,79 @@ def all_figures(
     multi-objective study's), per-class geometry by design point (when
     ``{space}/*_worst_class`` and ``_class_spread`` are recorded) and probe accuracy under
     corruption (when shift-test columns are)."""
-    return {
-        **_plane_figures(df, history, response),
-        **_effect_figures(df, response),
-        **_temperature_figures(df, response),
-        **_contour_figures(surfaces or {}, no_optimum, paths or {}),
-        **_desirability_figures(desirability, surfaces or {}),
-        **_pareto_figures(pareto),
-        **_class_spread_figures(df),
-        **_shift_figures(df),
-    }
+    return dict(iter_figures(df, history, surfaces, response, no_optimum, desirability, pareto,
+                             paths))  # fmt: skip
 
 
-def _desirability_figures(found: Any, surfaces: dict[str, Any]) -> dict[str, Figure]:
+def _desirability_figures(found: Any, surfaces: dict[str, Any]) -> Iterator[tuple[str, Figure]]:
     if found is None or isinstance(found, str) or any(g.metric not in surfaces
                                                       for g in found.goals):  # fmt: skip
-        return {}
+        return
     first = surfaces[found.goals[0].metric]
     numeric = [f for f in first.factors if first.coding[f].kind == "numeric"]
-    if len(numeric) < 2:
-        return {}
-    key = f"desirability_{_slug(numeric[0])}_{_slug(numeric[1])}"
-    return {key: desirability_contours(found, surfaces, numeric[0], numeric[1])}
+    if len(numeric) >= 2:
+        key = f"desirability_{_slug(numeric[0])}_{_slug(numeric[1])}"
+        yield key, desirability_contours(found, surfaces, numeric[0], numeric[1])
 
 
-def _pareto_figures(pareto: Any) -> dict[str, Figure]:
-    if pareto is None or not len(pareto.trials):
-        return {}
-    return {"pareto_front": pareto_figure(pareto)}
+def _pareto_figures(pareto: Any) -> Iterator[tuple[str, Figure]]:
+    if pareto is not None and len(pareto.trials):
+        yield "pareto_front", pareto_figure(pareto)
 
 
-def _class_spread_figures(df: pd.DataFrame) -> dict[str, Figure]:
-    return {
-        f"class_spread_{space}": class_spread(df, space)
-        for space in ("z", "h")
+def _class_spread_figures(df: pd.DataFrame) -> Iterator[tuple[str, Figure]]:
+    for space in ("z", "h"):
         if any(_has(df, f"{space}/{m}_worst_class", f"{space}/{m}_class_spread")
-               for m in _CLASS_METRICS)
-    }  # fmt: skip
+               for m in _CLASS_METRICS):  # fmt: skip
+            yield f"class_spread_{space}", class_spread(df, space)
 
 
-def _shift_figures(df: pd.DataFrame) -> dict[str, Figure]:
-    return {
-        f"shift_{probe}": shift(df, probe)
-        for probe in ("knn", "linear")
+def _shift_figures(df: pd.DataFrame) -> Iterator[tuple[str, Figure]]:
+    for probe in ("knn", "linear"):
         if any(_has(df, f"probe/{probe}_top1_{s}") and shift_families(df, probe, s)
-               for s in ("h", "z"))
-    }  # fmt: skip
+               for s in ("h", "z")):  # fmt: skip
+            yield f"shift_{probe}", shift(df, probe)
 
 
 def _plane_figures(
     df: pd.DataFrame, history: pd.DataFrame | None, response: str
-) -> dict[str, Figure]:
-    figures = {}
+) -> Iterator[tuple[str, Figure]]:
     for space in ("z", "h"):
         x, y = f"{space}/uniform", f"{space}/align"
         if _has(df, x, y):
-            figures[f"plane_{space}"] = plane(df, space, color=response)
+            yield f"plane_{space}", plane(df, space, color=response)
         if _has(history, x, y, "trial_key", "point_id", "step"):
-            figures[f"trajectories_{space}"] = trajectories(history, df, space)
-    return figures
+            yield f"trajectories_{space}", trajectories(history, df, space)
 
 
-def _effect_figures(df: pd.DataFrame, response: str) -> dict[str, Figure]:
+def _effect_figures(df: pd.DataFrame, response: str) -> Iterator[tuple[str, Figure]]:
     factors = _factors(df, None)
     if not (_has(df, response) and factors):
-        return {}
-    figures = {"main_effects": main_effects(df, response, factors)}
+        return
+    yield "main_effects", main_effects(df, response, factors)
     if len(factors) >= 2:
-        figures["interactions"] = interactions(df, response, factors)
-    return figures
+        yield "interactions", interactions(df, response, factors)
 
 
-def _temperature_figures(df: pd.DataFrame, response: str) -> dict[str, Figure]:
+def _temperature_figures(df: pd.DataFrame, response: str) -> Iterator[tuple[str, Figure]]:
     """Phase diagrams (temperature and candidates both vary) and probe accuracy vs temperature."""
-    figures = {}
     if not _varies(df, "temperature"):
-        return figures
+        return
     if _varies(df, "derived.negatives_per_anchor"):
         for metric in dict.fromkeys((response, *_PHASE_METRICS)):
             if _has(df, metric):
-                figures[f"phase_{_slug(metric)}"] = phase_diagram(df, metric)
+                yield f"phase_{_slug(metric)}", phase_diagram(df, metric)
     for probe in ("knn", "linear"):
         if _has(df, f"probe/{probe}_top1_h") or _has(df, f"probe/{probe}_top1_z"):
-            figures[f"probe_vs_temperature_{probe}"] = probe_vs_temperature(df, probe)
-    return figures
+            yield f"probe_vs_temperature_{probe}", probe_vs_temperature(df, probe)
 
 
 def _contour_figures(
     surfaces: dict[str, Any], no_optimum: frozenset[str], paths: dict[str, Any]
-) -> dict[str, Figure]:
-    figures = {}
+) -> Iterator[tuple[str, Figure]]:
     for name, surface in surfaces.items():
         numeric = [f for f in surface.factors if surface.coding[f].kind == "numeric"]
         # a flat surface has no optimum; one that does not beat the mean has nothing to show
         if len(numeric) >= 2 and surface.optimum is not None and name not in no_optimum:
             key = f"contours_{_slug(name)}_{_slug(numeric[0])}_{_slug(numeric[1])}"
-            figures[key] = surface_contours(surface, numeric[0], numeric[1],
-                                            path=paths.get(name))  # fmt: skip
-    return figures
+            yield key, surface_contours(surface, numeric[0], numeric[1], path=paths.get(name))

@@ -16,7 +16,13 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator, PercentFormatter
+from matplotlib.ticker import (
+    FixedFormatter,
+    FixedLocator,
+    NullFormatter,
+    NullLocator,
+    PercentFormatter,
+)
 
 from analysis.baselines import baselines_of, counterpart
 from analysis.units import is_accuracy, level
@@ -304,7 +310,10 @@ def _log_ticks(target: Any, lo: float, hi: float, ends: bool = True) -> None:
     series_only = [t for t in series if lo <= t <= hi]
     ticks = {lo, hi, *inside} if ends or len(series_only) < 2 else set(series_only)
     target.set_major_locator(FixedLocator(sorted(ticks)))
-    target.set_major_formatter(_plain)
+    # the labels as text, not a function of this package: a figure that carries a function
+    # pickles a reference to it, and a drawing process that unpickles it then imports the
+    # figure package and the analysis (a second and a half, analysis.plots.save_figures)
+    target.set_major_formatter(FixedFormatter([_plain(t) for t in sorted(ticks)]))
     target.set_minor_locator(NullLocator())
     target.set_minor_formatter(NullFormatter())
 

@@ -1,6 +1,10 @@
 """Writing one figure, as PNG and SVG; run as a script, a drawing process of
 :func:`analysis.plots.save_figures`. It imports matplotlib only, so such a process starts in about
-a second instead of three (the figure package imports the analysis: pandas, SciPy)."""
+a second instead of three (the figure package imports the analysis: pandas, SciPy).
+
+As a drawing process (``_save.py FOLDER OUT_DIR``) it reads figure names from stdin, one a line,
+unpickles ``FOLDER/NAME.pickle``, writes it under ``OUT_DIR`` and answers ``done NAME``, until
+stdin ends."""
 
 from __future__ import annotations
 
@@ -33,11 +37,13 @@ def save_figure(fig: Figure, out_dir: str | Path, name: str) -> list[Path]:
     return paths
 
 
-def draw_pickled(tmp: str, out_dir: str, names: list[str]) -> None:
-    """A drawing process's work: save each pickled figure of ``tmp`` under ``out_dir``."""
-    for name in names:
+def serve(tmp: str, out_dir: str) -> None:
+    """A drawing process's work: each figure named on stdin, saved, then said done."""
+    for line in sys.stdin:
+        name = line.rstrip("\n")
         save_figure(pickle.loads((Path(tmp) / f"{name}.pickle").read_bytes()), out_dir, name)
+        print(f"done {name}", flush=True)
 
 
-if __name__ == "__main__":  # a drawing process of analysis.plots._all._DrawingProcesses
-    draw_pickled(sys.argv[1], sys.argv[2], sys.argv[3:])
+if __name__ == "__main__":  # a drawing process of analysis.plots._all._DrawingProcess
+    serve(sys.argv[1], sys.argv[2])

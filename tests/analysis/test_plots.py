@@ -635,17 +635,16 @@ def test_all_figures_render_and_save(tmp_path):
 
 
 def test_figures_drawn_in_processes_are_the_figures_drawn_here(tmp_path, monkeypatch):
-    """save_figures hands figures to drawing processes (forced here: two processes, no
-    minimum time) and they write the same PNGs as save_figure in this process; a figure that
-    cannot travel (it holds a lambda, which pickle refuses) is drawn here."""
+    """save_figures hands figures to a drawing process (forced here: two cores, no minimum
+    weight) and it writes the same PNGs as save_figure in this process; a figure that cannot
+    travel (it holds a lambda, which pickle refuses) is drawn here."""
     import analysis.plots._all as plots_all
 
     figures = all_figures(default_frame(), default_history())
     names = ["plane_z", "trajectories_z", "main_effects", "interactions"]
     chosen = {name: figures[name] for name in names}
     chosen["interactions"].stays_here = lambda: None  # not picklable
-    monkeypatch.setattr(plots_all, "POOL_AFTER_S", 0.0)
-    monkeypatch.setattr(plots_all, "PROCESS_START_S", 0.0)
+    monkeypatch.setattr(plots_all, "START_AFTER", 0)
     saved = save_figures(chosen, tmp_path / "pool", processes=2)
     assert list(saved) == names
     for name in names:
@@ -653,25 +652,60 @@ def test_figures_drawn_in_processes_are_the_figures_drawn_here(tmp_path, monkeyp
         assert [p.name for p in saved[name]] == [p.name for p in here]
         assert saved[name][0].read_bytes() == here[0].read_bytes()
         assert saved[name][1].read_bytes()[:5] == b"<?xml"
-    shares = [["plane_z", "trajectories_z"], ["main_effects", "interactions"]]
-    with plots_all._DrawingProcesses(chosen, tmp_path / "there", shares) as drawing:
-        pass
-    assert set(drawing.drawn) == {"plane_z", "trajectories_z", "main_effects"}
-    for name in drawing.drawn:
+    waiting = plots_all._FigureQueue()
+    for name in names:
+        waiting.put(name)
+    waiting.close()  # every figure to the process: it takes all but the one that cannot travel
+    drawn = plots_all._DrawingProcess(chosen, tmp_path / "there", waiting).finish()
+    assert set(drawn) == {"plane_z", "trajectories_z", "main_effects"}
+    for name in drawn:
         assert (tmp_path / "there" / f"{name}.png").read_bytes() == saved[name][0].read_bytes()
 
 
-def test_figures_are_dealt_longest_first_to_the_core_that_finishes_soonest(monkeypatch):
-    """By hand, with a drawing process's start of 2 s: 3 s to this process (free now), 2 s to
-    the process (free at 2 s), 2 s here (3 < 4), 1 s there (4 < 5): both end at 5 s. Figures
-    that end sooner here than a process can start start none."""
+def test_drawing_starts_while_the_figures_are_still_being_made(tmp_path, monkeypatch):
+    """Figures given one at a time are drawn as they come: the fourth is made only once a
+    drawing process has written one of the first three, which it could not if drawing waited
+    for them all (the test would time out)."""
+    import time
+
     import analysis.plots._all as plots_all
 
-    monkeypatch.setattr(plots_all, "PROCESS_START_S", 2.0)
-    dealt = plots_all._dealt({"d": 1.0, "a": 3.0, "b": 2.0, "c": 2.0}, cores=2)
-    assert dealt == [["a", "c"], ["b", "d"]]
-    assert plots_all._dealt({"a": 1.0, "b": 1.0}, cores=2) == [["a", "b"], []]
-    assert plots_all._dealt({"a": 5.0, "b": 1.0, "c": 1.0}, cores=3) == [["a"], ["b"], ["c"]]
+    figures = all_figures(default_frame(), default_history())
+    first, last = ["plane_z", "plane_h", "main_effects"], "interactions"
+
+    def made_one_at_a_time():
+        yield from ((name, figures[name]) for name in first)
+        deadline = time.monotonic() + 120
+        while not any((tmp_path / f"{name}.png").exists() for name in first):
+            assert time.monotonic() < deadline, "nothing was drawn while the figures were made"
+            time.sleep(0.05)
+        yield last, figures[last]
+
+    monkeypatch.setattr(plots_all, "START_AFTER", 0)
+    saved = save_figures(made_one_at_a_time(), tmp_path, processes=2)
+    assert list(saved) == [*first, last] and all(p.is_file() for ps in saved.values() for p in ps)
+
+
+def test_a_figure_travels_to_a_drawing_process_without_the_analysis(tmp_path):
+    """Every figure unpickles in a fresh interpreter with matplotlib alone: none refers to this
+    package (a tick formatter of its own once made every contour figure's drawing process
+    import the figure package, pandas and SciPy: a second and a half each)."""
+    import pickle
+    import subprocess
+    import sys
+
+    df = add_shift(add_class_geometry(default_frame()))
+    figures = all_figures(df, default_history(), surfaces={"probe/knn_top1_h": _QuadraticSurface()})
+    assert any(name.startswith("contours_") for name in figures) and "shift_knn" in figures
+    for name, fig in figures.items():
+        (tmp_path / f"{name}.pickle").write_bytes(pickle.dumps(fig))
+    code = ("import pathlib, pickle, sys; "
+            "[pickle.loads(p.read_bytes()) for p in pathlib.Path('.').glob('*.pickle')]; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'analysis', 'pandas', 'scipy', 'statsmodels'}))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-P", "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True)  # fmt: skip
+    assert done.stdout.strip() == "[]", done.stderr[-2000:]
 
 
 def test_a_figure_weighs_its_panels():
