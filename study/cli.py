@@ -8,12 +8,14 @@ not known is refused (exit 2, nothing written) with the closest known names
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import platform
 import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich import box
@@ -860,7 +862,33 @@ def env() -> None:
 
 
 def main() -> None:
-    app()
+    """The ``study`` command. Once it has answered, the process ends as Python ends one (the
+    threads that are not daemons joined, the exit handlers run, the output flushed) but without
+    then tearing down every module one at a time: for a driver that has Ray, MLflow, pyarrow and
+    matplotlib loaded, that teardown alone took 1.2-2.8 s after the study had ended and said
+    so. An exception that escapes the command still ends the usual way, with its traceback."""
+    try:
+        app()
+    except SystemExit as done:
+        _exit_now(done.code)
+    _exit_now(0)
+
+
+def _exit_now(code: object) -> NoReturn:
+    """Exit with ``code`` as ``sys.exit`` does (None is 0, a number is itself, anything else is
+    printed to stderr and is 1), after what the interpreter does first when it exits."""
+    import atexit
+    import threading
+
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    threading._shutdown()  # joins the threads that are not daemons, stops the pools' workers
+    atexit._run_exitfuncs()  # logging's flush, Ray's and MLflow's own handlers, finalizers
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code or 0)
 
 
 if __name__ == "__main__":

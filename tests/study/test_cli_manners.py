@@ -305,3 +305,35 @@ def test_a_refusal_found_after_the_schema_names_the_file_too(workdir, change, sa
         assert done.exit_code == 2, done.output
         assert "bad.yaml: factors." in done.output and says in done.output, done.output
     assert not (workdir / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize(("code", "status", "said"), [(None, 0, ""), (3, 3, ""), ("why", 1, "why")])
+def test_the_command_ends_its_process_as_python_would_without_the_teardown(
+    tmp_path, code, status, said
+):
+    """``study`` skips the module-by-module teardown of a finished interpreter (seconds for a
+    driver), but only that: a thread that is not a daemon still finishes its work, exit handlers
+    still run, buffered output still arrives, and the exit status is sys.exit's."""
+    import subprocess
+    import sys
+
+    code_text = repr(code)
+    script = (
+        "import atexit, pathlib, sys, threading, time\n"
+        "from study.cli import _exit_now\n"
+        f"folder = pathlib.Path({str(tmp_path)!r})\n"
+        "def late():\n"
+        "    time.sleep(0.5)\n"
+        "    (folder / 'thread').write_text('done')\n"
+        "threading.Thread(target=late).start()\n"
+        "atexit.register(lambda: (folder / 'handler').write_text('ran'))\n"
+        "sys.stdout.write('buffered')\n"
+        f"_exit_now({code_text})\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True)
+    assert done.returncode == status, done.stderr[-2000:]
+    assert done.stdout == "buffered" and done.stderr.strip() == said
+    assert (tmp_path / "thread").read_text() == "done" and (
+        tmp_path / "handler"
+    ).read_text() == "ran"
