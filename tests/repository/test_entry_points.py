@@ -67,3 +67,4 @@ def test_commands_benchmark_smoke():
     out = run(sys.executable, "benchmarks/commands.py", "--smoke")
     for command in ("--help", "plan", "list", "status", "export", "power", "augment"):
         assert f"| study {command}" in out, out
+    assert "| study power bench, before its report (it fits) |" in out, out
