@@ -165,3 +165,18 @@ def workdir(tmp_path, monkeypatch):
     """Run from an empty folder, as a fresh checkout would: the embedded store lands here."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _nothing_written_into_the_checkout():
+    """No test leaves MLflow artifacts in the repository's own folder: an experiment made
+    without an artifact location gets MLflow's default, ``./mlruns`` of the working folder, and
+    tests run from the checkout (four tests once did, unnoticed, since it is git-ignored). At
+    the end of the run, any file added there fails the run, naming a few."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "mlruns"
+    before = {p for p in root.rglob("*") if p.is_file()} if root.exists() else set()
+    yield
+    added = sorted({p for p in root.rglob("*") if p.is_file()} - before) if root.exists() else []
+    assert not added, f"tests wrote into the checkout's mlruns/: {[str(p) for p in added[:5]]}"

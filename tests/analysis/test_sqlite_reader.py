@@ -24,9 +24,12 @@ ROLE = "tags.`study.role` = 'trial'"
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory) -> str:
-    uri = f"sqlite:///{tmp_path_factory.mktemp('reader') / 'mlflow.db'}"
+    folder = tmp_path_factory.mktemp("reader")
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
     client = MlflowClient(uri)
-    eid = client.create_experiment("kept", tags={"mlflow.experimentKind": "custom"})
+    # its artifacts in its own folder: MLflow's default is ./mlruns of the working folder
+    eid = client.create_experiment("kept", artifact_location=str(folder / "artifacts"),
+                                   tags={"mlflow.experimentKind": "custom"})  # fmt: skip
     gone = client.create_experiment("gone")
     client.create_experiment("empty")
     for i, status in enumerate(["FINISHED", "FAILED", "KILLED", "RUNNING", "FINISHED"]):

@@ -154,7 +154,7 @@ def test_an_experiment_made_without_the_kind_tag_gets_it_on_the_next_run(tmp_pat
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
     spec = _spec("old-study")
-    eid = client.create_experiment("old-study")  # as the record made it before
+    eid = client.create_experiment("old-study", str(tmp_path / "artifacts"))  # as made before
     assert KIND_TAG not in client.get_experiment(eid).tags
     record = StudyRecord(uri, "old-study")
     assert KIND_TAG not in client.get_experiment(eid).tags  # opening it writes nothing
@@ -302,14 +302,14 @@ def test_a_summary_of_the_same_trials_is_not_written_twice(recorded, tmp_path):
 def test_one_replicate_logs_no_interval_and_nothing_finished_logs_no_best(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = _spec("single", replicates=1)
-    record = StudyRecord(uri, spec.study)
+    record = StudyRecord(uri, spec.study, tmp_path / "artifacts")
     parent = record.start_parent(spec, build_design(spec), "text")
     record.log_summary(parent, _results([("p0", "finished", 0.1, 0.9)]), TARGET, "max")
     metrics = record.client.get_run(parent).data.metrics
     assert metrics["study/best_mean"] == 0.9
     assert not {"study/best_ci_low", "study/best_ci_high"} & set(metrics)
 
-    other = StudyRecord(uri, "none-finished")
+    other = StudyRecord(uri, "none-finished", tmp_path / "artifacts")
     spec = _spec("none-finished")
     parent = other.start_parent(spec, build_design(spec), "text")
     failed = pd.DataFrame({"point_id": ["p0"], "status": ["failed"]})

@@ -85,7 +85,7 @@ def test_the_chart_view_opens_on_the_target_against_each_factor_then_the_curves(
 def test_the_description_links_the_chart_view_and_says_what_the_columns_hold(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = _spec()
-    record = StudyRecord(uri, spec.study)
+    record = StudyRecord(uri, spec.study, tmp_path / "artifacts")
     record.start_parent(spec, build_design(spec), "text")
     experiment = record.client.get_experiment(record.experiment_id)
     note = experiment.tags["mlflow.note.content"]
