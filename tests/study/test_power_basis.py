@@ -83,3 +83,22 @@ def test_a_basis_is_read_only_for_the_trials_it_was_made_from(reported, monkeypa
     MlflowClient(reported).delete_run(gone)  # one trial fewer than the report saw
     now = ask(reported)
     assert now != honest and now == fitted(reported, monkeypatch)
+
+
+@pytest.mark.parametrize(
+    ("uri", "folder"),
+    [
+        ("file:///tmp/sp%20ace%231/artifacts", "/tmp/sp ace#1/artifacts"),
+        ("file://localhost/tmp/a", "/tmp/a"),
+        ("/tmp/plain/artifacts", "/tmp/plain/artifacts"),
+        ("file://otherhost/tmp/a", None),  # another machine's (mlflow#16133)
+        ("s3://bucket/runs/artifacts", None),
+        ("mlflow-artifacts:/1/abc/artifacts", None),  # a server's proxied store
+        ("relative/artifacts", None),
+        (None, None),
+    ],
+)
+def test_only_artifacts_on_this_machine_are_read_for_a_basis(uri, folder):
+    from study.cli import _local_folder
+
+    assert _local_folder(uri) == (None if folder is None else Path(folder))
