@@ -171,7 +171,7 @@ def workdir(tmp_path, monkeypatch):
 def _nothing_written_into_the_checkout():
     """No test leaves MLflow artifacts in the repository's own folder: an experiment made
     without an artifact location gets MLflow's default, ``./mlruns`` of the working folder, and
-    tests run from the checkout (four tests once did, unnoticed, since it is git-ignored). At
+    tests run from the checkout (five tests once did, unnoticed, since it is git-ignored). At
     the end of the run, any file added there fails the run, naming a few."""
     from pathlib import Path
 

@@ -30,7 +30,7 @@ def test_the_parent_gets_them_once_and_a_new_measurement_never_overwrites_a_step
 
     spec = smoke_spec(load_spec(None))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    record = StudyRecord(uri, spec.study)
+    record = StudyRecord(uri, spec.study, tmp_path / "artifacts")
     design = build_design(spec)
     parent = record.start_parent(spec, design, "")
     fake = {"raw": 0.5}
