@@ -735,19 +735,16 @@ def run_study(
     def make_record() -> StudyRecord:
         return StudyRecord(tracking_uri, spec.study, artifacts)
 
-    with study_lease(study, tracking_uri, spec.study, make_record,
-                     functools.partial(_load_report_modules, figures)):  # fmt: skip
+    lease = study_lease(study, tracking_uri, spec.study, make_record,
+                        functools.partial(_load_report_modules, figures))  # fmt: skip
+    ray_here = DriverRay(address, spec, max_concurrent or spec.max_concurrent)
+    # a new study runs every trial: its Ray starts while the lease is taken (see entered_beside)
+    with ray_here, entered_beside(lease, None if recorded else ray_here.start):
         opened: list[tuple[StudyRecord, str]] = []  # the record and parent, once open
         interrupted = False
         try:
-            with DriverRay(address, spec, max_concurrent or spec.max_concurrent) as ray_here:
-                with ThreadPoolExecutor(1, thread_name_prefix="study-record") as pool:
-                    opening = pool.submit(
-                        _open_record, tracking_uri, spec, design, source_text, artifacts
-                    )
-                    if not recorded:  # a new study runs every trial: start Ray meanwhile
-                        ray_here.start()
-                    record, parent_id = opening.result()
+            with ray_here:  # Ray stops before the lease is let go: no trial outlives it
+                record, parent_id = _open_record(tracking_uri, spec, design, source_text, artifacts)
                 opened.append((record, parent_id))
                 measure_for_study(spec, design, record, parent_id, quiet)
                 schedule, trial_s = _run_trials(
@@ -858,11 +855,41 @@ def end_runs(record: StudyRecord, parent_id: str, status: str, tries: int = 3) -
                     engine.dispose()
 
 
+@contextlib.contextmanager
+def entered_beside(context, work=None):
+    """Enter ``context`` (the driver's lease) in a helper thread while ``work()`` (Ray's start)
+    runs in this one, and hold it for the ``with`` block.
+
+    Why: a new study's first trial waits for Ray and then for a worker that imports torch (about
+    6 s of CPU); taking the lease (MLflow's imports, the store, a settle of a second) and loading
+    the report's modules take as long again, on the driver's core. One after the other they were
+    the study's first 20 s; side by side they overlap. Ray starts here, in the main thread: the
+    Ray processes it starts die with the thread that started them (Linux's parent-death signal),
+    and only the main thread lives as long as the study. Should the lease be refused, its
+    refusal is raised once the work is done, and the caller stops what the work started (a Ray
+    started for nothing: no trial runs, nothing is recorded)."""
+    if work is None:
+        with context as value:
+            yield value
+        return
+    with ThreadPoolExecutor(1, thread_name_prefix="study-lease") as pool:
+        entering = pool.submit(context.__enter__)
+        try:
+            work()
+        except BaseException:
+            if entering.exception() is None:  # waits for the lease; then lets it go
+                context.__exit__(*sys.exc_info())
+            raise
+        value = entering.result()  # the lease's refusal, raised
+    with contextlib.ExitStack() as stack:
+        stack.push(context)  # exited as a `with` block would (context.__exit__)
+        yield value
+
+
 def _open_record(
     tracking_uri: str, spec: StudySpec, design, source_text: str, artifacts: Path | None
 ) -> tuple[StudyRecord, str]:
-    """The study's record, with runs a dead driver left RUNNING ended and the parent started,
-    while Ray starts."""
+    """The study's record, with runs a dead driver left RUNNING ended and the parent started."""
     record = StudyRecord(tracking_uri, spec.study, artifacts)
     record.end_orphans()
     parent_id = record.start_parent(spec, design, source_text)

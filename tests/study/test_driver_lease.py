@@ -388,3 +388,93 @@ def test_a_lease_of_a_dead_process_on_this_host_is_taken_over_at_once(workdir, c
     with lease(workdir) as held:
         assert StorageLease(study).read().token == held.me.token
     assert "a process that is gone from this host" in capsys.readouterr().err
+
+
+class Entered:
+    """A context whose entry waits for ``go`` (the driver's Ray start, in the other thread) and
+    then is refused or taken."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.refuse, self.go = refuse, threading.Event()
+        self.log: list[str] = []
+
+    def __enter__(self):
+        assert self.go.wait(10), "entered only after the work: not beside it"
+        if self.refuse:
+            raise StudyError("refused")
+        self.log.append("entered")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.log.append(f"exited {exc[0].__name__ if exc[0] else None}")
+
+
+def test_the_lease_is_taken_beside_the_drivers_ray_start_and_held_for_the_block():
+    from study.runner import entered_beside
+
+    lease = Entered()
+    with entered_beside(lease, lease.go.set) as held:
+        assert held is lease and lease.log == ["entered"]
+    assert lease.log == ["entered", "exited None"]
+    with pytest.raises(KeyError), entered_beside(lease, lease.go.set):
+        raise KeyError("in the block")
+    assert lease.log[-1] == "exited KeyError"
+
+
+def test_a_refusal_beside_the_ray_start_is_raised_after_it_and_nothing_is_held():
+    from study.runner import entered_beside
+
+    lease, started = Entered(refuse=True), []
+
+    def start() -> None:
+        lease.go.set()
+        started.append("ray")
+
+    with pytest.raises(StudyError, match="refused"), entered_beside(lease, start):
+        pytest.fail("the block runs without the lease")
+    assert started == ["ray"] and lease.log == []
+
+
+def test_an_interrupted_ray_start_lets_the_lease_go_once_it_is_taken():
+    from study.runner import entered_beside
+
+    lease = Entered()
+
+    def start() -> None:
+        lease.go.set()
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt), entered_beside(lease, start):
+        pytest.fail("the block runs after an interrupt")
+    assert lease.log == ["entered", "exited KeyboardInterrupt"]
+
+
+@pytest.mark.slow
+def test_a_new_study_refused_by_the_lease_stops_the_ray_it_started_and_records_nothing(
+    workdir, ray_tmp, monkeypatch
+):
+    """A new study starts its Ray while it takes the lease; refused (another driver's live lease
+    in the storage), it stops that Ray: this process is left connected to none, and its store
+    was never made."""
+    import ray
+
+    import study.runner as runner
+
+    spec = write_spec(workdir / "s.yaml", "leased", factors={"temperature": {"levels": [0.1]}})
+    StorageLease(open_storage(workdir / "studies").sub("leased")).write(
+        Holder("other", "elsewhere.example", 4242, time.time(), time.time())
+    )
+    started: list[bool] = []
+    real_start = runner.start_ray
+
+    def start_ray(*args, **kwargs) -> bool:
+        started.append(real_start(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(runner, "start_ray", start_ray)
+    with pytest.raises(StudyError, match=r"host elsewhere\.example, pid 4242"):
+        runner.run_study(spec, quiet=True, figures=False, storage=workdir / "studies",
+                         tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")  # fmt: skip
+    assert started == [True]  # a Ray was started here, beside the lease
+    assert not ray.is_initialized()
+    assert not (workdir / "mlflow.db").exists()
