@@ -5,6 +5,8 @@
     .venv/bin/python benchmarks/trial.py --smoke         # seconds
     .venv/bin/python benchmarks/trial.py --preset search_spaces/default.yaml --threads 1 \\
         --set temperature=0.1 --set batch_size=256 --repeat 3   # the default study's trial
+    .venv/bin/python benchmarks/trial.py --preset search_spaces/default.yaml --threads 1 \\
+        --layout both --repeat 3     # channels_last against the contiguous layout, alternated
 
 Runs the trial in this process without Ray or MLflow, through ``run_trial``, and reads the
 trial's own timers (``time/*``): training steps (forward, loss, backward, optimiser), evaluation
@@ -14,6 +16,9 @@ augmentation), checkpointing, and the evidence measured once at the final evalua
 wall time is setup (data load, model build). ``--preset`` takes a preset name, a trial YAML or
 a study YAML (its ``trial:`` block; set its factors with ``--set``). The last line gives the
 evidence's seconds and share of wall time (the median over ``--repeat`` runs with more than one).
+``--layout contiguous`` runs a convolutional encoder in the contiguous layout instead of the
+trials' channels_last; ``--layout both`` alternates the two and prints the median seconds per
+training step of each.
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ import statistics
 
 import torch
 
+import trainables.train
 from trainables.__main__ import load_config_file, parse_overrides, smoke
 from trainables.config import TrialConfig
 from trainables.train import run_trial
+
+CHANNELS_LAST = trainables.train.uses_channels_last
 
 
 def trial_config(preset: str, overrides: list[str]) -> TrialConfig:
@@ -59,6 +67,17 @@ def report(config: TrialConfig, result: dict, threads: int, name: str) -> None:
     )
 
 
+def run_in_layout(config: TrialConfig, layout: str) -> dict:
+    """The trial, its convolutional encoder in the trials' own layout or the contiguous one."""
+    trainables.train.uses_channels_last = (
+        CHANNELS_LAST if layout == "trial" else (lambda config, device: False)
+    )
+    try:
+        return run_trial(config)
+    finally:
+        trainables.train.uses_channels_last = CHANNELS_LAST
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="digits")
@@ -66,17 +85,28 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--layout", choices=["trial", "contiguous", "both"], default="trial")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     config = trial_config(args.preset, args.set)
     if args.smoke:
         config = smoke(config)
-    shares, seconds = [], []
+    layouts = ["trial", "contiguous"] if args.layout == "both" else [args.layout]
+    shares, seconds, step_s = [], [], {layout: [] for layout in layouts}
     for _ in range(args.repeat):
-        result = run_trial(config)
-        report(config, result, args.threads, args.preset)
-        seconds.append(result["time/evidence_s"])
-        shares.append(result["time/evidence_s"] / result["wall_s"])
+        for layout in layouts:
+            result = run_in_layout(config, layout)
+            report(config, result, args.threads, f"{args.preset} ({layout} layout)")
+            seconds.append(result["time/evidence_s"])
+            shares.append(result["time/evidence_s"] / result["wall_s"])
+            step_s[layout].append(result["time/train_s"] / config.steps)
+    if len(layouts) > 1:
+        trial, contiguous = (statistics.median(step_s[layout]) for layout in layouts)
+        print(
+            f"seconds per training step, median of {args.repeat}: trial layout "
+            f"(channels_last for a convolutional encoder) {trial:.4f}, contiguous "
+            f"{contiguous:.4f}: ratio {trial / contiguous:.2f}"
+        )
     print(
         f"evidence: {statistics.median(seconds):.2f} s, {100 * statistics.median(shares):.1f}% "
         f"of wall (median of {args.repeat}; runs: "

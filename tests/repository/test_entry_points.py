@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,8 +32,11 @@ def test_study_cli_env():
 
 
 def test_trial_benchmark_smoke():
-    out = run(sys.executable, "benchmarks/trial.py", "--smoke")
+    out = run(sys.executable, "benchmarks/trial.py", "--smoke", "--layout", "both")
     assert "| train_s |" in out and "| eval_s |" in out and "status finished" in out
+    assert "(trial layout)" in out and "(contiguous layout)" in out
+    ratio = re.search(r"seconds per training step, median of 1: .*: ratio (\d+\.\d+)", out)
+    assert ratio and float(ratio.group(1)) > 0, out
 
 
 def test_trainables_module_smoke():
