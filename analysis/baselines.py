@@ -1,16 +1,22 @@
 """Where a study's best point stands against its baselines, said in plain words.
 
 The baselines (the raw input, a random-init encoder, a supervised one: ``trainables.baselines``)
-come with the results table (``frame.attrs["baselines"]``). The best point of the target
-(:func:`analysis.best.best_point`) has a t interval over its replicates; a baseline is a fixed
-reference (the mean over the study's seeds for a seeded one). The verdict, for a target to
-maximise (mirrored for one to minimise):
+come with the results table (``frame.attrs["baselines"]``). Every one of them and every trial is
+scored on the same held-out items, so where the record keeps the per-item outcomes
+(:mod:`analysis.outcomes`) the best point's standing is a *paired* comparison on those items
+(:func:`analysis.measurement.paired_comparison`): per replicate, the exact McNemar test on the
+discordant items; over replicates, the mean paired difference with its interval (seeds and items
+counted). The verdict, for a target to maximise (mirrored for one to minimise), follows that
+interval:
 
-- ``beat``: the baseline lies below the best point's interval;
-- ``did not beat``: it lies above the interval;
-- ``within``: it lies inside the interval, so this study cannot tell the two apart;
-- ``untested``: the best point has one replicate and no interval; the means are compared, and
-  said to be untested.
+- ``beat``: the whole interval lies above zero, and the difference is at least one item;
+- ``did not beat``: the whole interval lies below zero, by at least one item;
+- ``cannot be told apart``: otherwise (a one-image difference is never a win).
+
+A record without per-item outcomes (an older study, a Parquet file alone) compares the baseline's
+value with the best point's interval over its replicates instead (``beat`` below it, ``did not
+beat`` above it, ``cannot be told apart`` inside it), and ``untested`` when the best point has no
+interval.
 
 Computed first (:func:`standings`, frozen :class:`Standing`), said second
 (:meth:`Standing.sentence`, :func:`standing_line`).
@@ -24,7 +30,8 @@ from typing import Any
 import pandas as pd
 
 from analysis.best import BestPoint
-from analysis.units import amount, level
+from analysis.measurement import PairedComparison, paired_comparison, resolution
+from analysis.units import amount, is_accuracy, level
 
 # trainables.baselines.KINDS and NAMES, written again here: importing that module would load
 # torch into every analysis (a notebook reading a results table needs none)
@@ -34,7 +41,7 @@ NAMES = {
     "random_init": "a random-init encoder",
     "supervised": "a supervised encoder",
 }
-VERDICTS = ("beat", "did not beat", "within", "untested")
+VERDICTS = ("beat", "did not beat", "cannot be told apart", "untested")
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,7 @@ class Standing:
     seeds: tuple[int, ...]
     verdict: str
     difference: float
+    paired: PairedComparison | None = None
 
     @property
     def name(self) -> str:
@@ -71,22 +79,45 @@ class Standing:
 
     def sentence(self) -> str:
         """The verdict in words, without a subject: 'beat the raw input (91.2%) by 6.3 points'."""
+        if self.paired is not None:
+            return self._paired_sentence()
         by = amount(self.metric, self.difference)
         if self.verdict == "beat":
             return f"beat {self.reference()} by {by}"
         if self.verdict == "did not beat":
             return f"did not beat {self.reference()}: {by} short, outside its 95% interval"
-        if self.verdict == "within":
+        if self.verdict == "cannot be told apart":
             return (f"cannot be told apart from {self.reference()}, which lies within its 95% "
                     "interval")  # fmt: skip
         side = "above" if self.difference > 0 else "below"
         return f"scored {by} {side} {self.reference('one replicate, so not tested')}"
 
+    def _paired_sentence(self) -> str:
+        """'cannot be told apart from the raw input (97.5%): +1.0 item of 360 per replicate on
+        average (0.28 points; paired 95% interval −0.5 to +1.1 points); items only it got right
+        3, only the raw input 2 (over 2 replicates; exact McNemar p = 1, 1)'."""
+        p, d = self.paired, self.paired.difference
+        n = d.items
+        items = d.mean * n
+        signed = lambda v: f"{'+' if v >= 0 else '−'}{amount(self.metric, v)}"  # noqa: E731
+        diff = (f"{'+' if items >= 0 else '−'}{abs(items):.1f} item{'s' * (abs(items) != 1)} of "
+                f"{n} per replicate on average ({signed(d.mean)}; paired 95% interval "
+                f"{signed(d.low)} to {signed(d.high)})")  # fmt: skip
+        ps = ", ".join(f"{t.p:.2g}" for t in p.tests)
+        reps = len(p.tests)
+        counts = (f"items only it got right: {p.only_trained}, only {self.name}: "
+                  f"{p.only_baseline} (over {reps} replicate{'s' * (reps > 1)}; exact McNemar "
+                  f"p = {ps})")  # fmt: skip
+        words = {"beat": "beat", "did not beat": "did not beat",
+                 "cannot be told apart": "cannot be told apart from"}[self.verdict]  # fmt: skip
+        return f"{words} {self.reference()}: {diff}; {counts}"
+
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "name": self.name, "metric": self.metric,
                 "baseline_metric": self.baseline_metric, "value": self.value,
                 "seeds": list(self.seeds), "verdict": self.verdict,
-                "difference": self.difference, "sentence": self.sentence()}  # fmt: skip
+                "difference": self.difference, "sentence": self.sentence(),
+                "paired": None if self.paired is None else self.paired.to_json()}  # fmt: skip
 
 
 def baselines_of(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
@@ -107,18 +138,49 @@ def counterpart(kind: str, metric: str, metrics: dict[str, float]) -> str | None
 
 
 def verdict(best: BestPoint, value: float) -> str:
-    """Where ``value`` lies against the best point's interval (see the module)."""
+    """Where ``value`` lies against the best point's interval (see the module); never ``beat``
+    by less than one held-out item, when the record knows the items."""
     if not best.has_interval:
         return "untested"
     low, high = best.ci_low, best.ci_high
     if low <= value <= high:
-        return "within"
+        return "cannot be told apart"
+    if best.items and abs(best.mean - value) < resolution(best.items) * (1 - 1e-9):
+        return "cannot be told apart"
     below = value < low
     return "beat" if below == (best.mode == "max") else "did not beat"
 
 
-def standings(best: BestPoint, baselines: dict[str, dict[str, Any]]) -> tuple[Standing, ...]:
-    """The best point against every baseline that measured its metric, in :data:`ORDER`."""
+def paired_standing(best: BestPoint, kind: str, name: str, outcomes) -> PairedComparison | None:
+    """The paired comparison of the best point's replicates with one baseline on the shared
+    held-out items; None unless the record keeps both sides' outcomes."""
+    if not outcomes or not best.run_ids or not is_accuracy(best.metric):
+        return None
+    trained = {}
+    for run_id, seed in zip(best.run_ids, best.seeds or (None,) * len(best.run_ids),
+                            strict=True):  # fmt: skip
+        system = outcomes.trials.get(run_id)
+        if system is None or best.metric not in system.predictions:
+            return None
+        trained[seed if seed is not None else len(trained)] = system
+    theirs = outcomes.baseline_systems(kind, name)
+    if not theirs:
+        return None
+    items = next(iter(trained.values())).items
+    try:
+        mine = {s: o.correct(best.metric) for s, o in trained.items()}
+        other = {s: o.aligned(items).correct(name) for s, o in theirs.items()}
+    except ValueError:  # scored on other items: no pairing
+        return None
+    return paired_comparison(mine, other, best.mode, best.level)
+
+
+def standings(
+    best: BestPoint, baselines: dict[str, dict[str, Any]], outcomes=None
+) -> tuple[Standing, ...]:
+    """The best point against every baseline that measured its metric, in :data:`ORDER`:
+    paired on the shared items where ``outcomes`` (:class:`analysis.outcomes.Outcomes`) hold
+    both sides, else against the best point's interval."""
     out = []
     for kind, entry in baselines.items():
         metrics = entry.get("metrics") or {}
@@ -127,8 +189,10 @@ def standings(best: BestPoint, baselines: dict[str, dict[str, Any]]) -> tuple[St
             continue
         value = float(metrics[name])
         seeds = tuple(int(s) for s in entry.get("seeds") or ())
-        found = verdict(best, value)
-        out.append(Standing(kind, best.metric, name, value, seeds, found, best.mean - value))
+        paired = paired_standing(best, kind, name, outcomes)
+        found = verdict(best, value) if paired is None else paired.verdict
+        difference = best.mean - value if paired is None else paired.difference.mean
+        out.append(Standing(kind, best.metric, name, value, seeds, found, difference, paired))
     return tuple(out)
 
 
@@ -139,11 +203,16 @@ def standing_line(found: tuple[Standing, ...]) -> str | None:
     return "Against the baselines, it " + "; it ".join(s.sentence() for s in found) + "."
 
 
-def baselines_json(df: pd.DataFrame, best: BestPoint | None) -> dict[str, Any]:
+def baselines_json(
+    df: pd.DataFrame, best: BestPoint | None, found_standings: tuple[Standing, ...] | None = None
+) -> dict[str, Any]:
     """``study report --json``'s ``baselines``: each kind's metrics, seeds and what was measured,
-    and where the best point stands against it (``standing``; null when it has no such metric)."""
+    and where the best point stands against it (``standing``; null when it has no such metric).
+    ``found_standings``: the analysis' own (:attr:`analysis.fits.StudyAnalysis.standings`)."""
     found = baselines_of(df)
-    by_kind = {s.kind: s for s in (standings(best, found) if best is not None else ())}
+    if found_standings is None:
+        found_standings = standings(best, found) if best is not None else ()
+    by_kind = {s.kind: s for s in found_standings}
     return {
         kind: {
             "name": NAMES.get(kind, kind), "metrics": entry.get("metrics") or {},

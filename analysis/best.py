@@ -2,10 +2,18 @@
 
 A *point* is the set of trials (replicates) that share a ``point_id``; its value is the mean of
 the target metric over its finished replicates. The best point is the one with the best mean in
-the target's direction (``max`` or ``min``), and its 95 % interval is Student's t interval over
-its replicates: ``mean ± t(0.975, n - 1) · s / √n`` with ``s`` the sample standard deviation
-(``ddof = 1``). One replicate gives no interval (``ci_low`` and ``ci_high`` are None), never an
-interval of zero width.
+the target's direction (``max`` or ``min``), *selected* among the study's points: its mean is the
+largest of N and so biased upward (the winner's curse), which only confirmation runs at the
+chosen setting remove (Montgomery, ch. 11; ``study next --confirm``).
+
+Its 95 % interval counts what the record allows:
+
+- with per-item outcomes (:mod:`analysis.outcomes`) of an accuracy: the seeds and the held-out
+  items together (:func:`analysis.measurement.two_source_interval`, a variance decomposition of
+  the replicates × items outcomes); one replicate leaves the items alone;
+- without them: Student's t interval over its replicates,
+  ``mean ± t(0.975, n - 1) · s / √n``, the seeds alone. One replicate, or replicates that agree
+  exactly, give no interval (``ci_low`` and ``ci_high`` are None), never one of zero width.
 
 Pure: reads a results frame (``analysis.load``), writes nothing.
 """
@@ -16,10 +24,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.units import bounds
+from analysis.measurement import SOURCES_SEEDS, Interval, two_source_interval
+from analysis.units import bounds, is_accuracy
 
 FINISHED = "finished"
 MODES = ("max", "min")
@@ -49,10 +59,38 @@ class BestPoint:
     finished: int = 0
     points: int = 0
     level: float = 0.95
+    interval: Interval | None = None
+    run_ids: tuple[str, ...] = ()
+    seeds: tuple[int | None, ...] = ()
 
     @property
     def has_interval(self) -> bool:
         return self.ci_low is not None and self.ci_high is not None
+
+    @property
+    def items(self) -> int | None:
+        """The held-out items each replicate was scored on, when the record says."""
+        return self.interval.items if self.interval is not None and self.interval.items else None
+
+    @property
+    def sources(self) -> str | None:
+        """The sources of error the interval counts, in words (None without an interval)."""
+        if not self.has_interval:
+            return None
+        return self.interval.sources if self.interval is not None else SOURCES_SEEDS
+
+    @property
+    def selected(self) -> bool:
+        """Whether the point was chosen among several (its mean is then biased upward)."""
+        return self.points > 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {"point_id": self.point_id, "factors": self.factors, "metric": self.metric,
+                "mode": self.mode, "replicates": self.n, "mean": self.mean,
+                "ci_low": self.ci_low, "ci_high": self.ci_high, "level": self.level,
+                "sources": self.sources, "items": self.items,
+                "selected_among": self.points, "finished": self.finished,
+                "interval": None if self.interval is None else self.interval.to_json()}  # fmt: skip
 
 
 def finished_trials(df: pd.DataFrame) -> pd.DataFrame:
@@ -74,7 +112,12 @@ def t_interval(values: list[float], level: float = 0.95) -> tuple[float | None, 
 
 
 def best_point(
-    df: pd.DataFrame, metric: str, mode: str, factors: list[str] | None = None, level: float = 0.95
+    df: pd.DataFrame,
+    metric: str,
+    mode: str,
+    factors: list[str] | None = None,
+    level: float = 0.95,
+    outcomes=None,
 ) -> BestPoint:
     """The point with the best mean of ``metric`` among finished trials, with its t interval.
 
@@ -86,6 +129,8 @@ def best_point(
         mode: ``max`` (higher is better) or ``min``.
         factors: the factor columns to report; default ``df.attrs["factors"]``.
         level: the interval's coverage, 0 < level < 1.
+        outcomes: the study's per-item outcomes (:class:`analysis.outcomes.Outcomes`), or None;
+            with every replicate's outcomes of an accuracy, the interval counts the items too.
 
     NaN values of the metric (a finished trial that logged none) are left out of their point;
     a point with no value left is not a candidate. Ties of the mean go to the point with more
@@ -121,7 +166,15 @@ def best_point(
         candidates.append((math.fsum(v) / len(v), len(v), str(point_id), rows))
     sign = -1.0 if mode == "max" else 1.0
     mean, n, point_id, rows = min(candidates, key=lambda c: (sign * c[0], -c[1], c[2]))
-    low, high = t_interval(rows["_value"].tolist(), level)
+    run_ids = tuple(str(r) for r in rows["run_id"]) if "run_id" in rows else ()
+    seeds = tuple(_seed(s) for s in rows["seed"]) if "seed" in rows else ()
+    interval = item_interval(outcomes, run_ids, metric, level)
+    if interval is not None:
+        low, high = interval.low, interval.high
+    else:
+        low, high = t_interval(rows["_value"].tolist(), level)
+        if low is not None and high - low <= 0:  # replicates that agree: no zero-width interval
+            low = high = None
     limits = bounds(metric)
     if limits is not None and low is not None:  # an accuracy's interval stays within [0, 1]
         low, high = max(low, limits[0]), min(high, limits[1])
@@ -129,8 +182,34 @@ def best_point(
     chosen = {name: _plain(first[name]) for name in factors if name in rows.columns}
     return BestPoint(
         point_id, chosen, metric, mode, n, mean, low, high,
-        finished=len(done), points=len(candidates), level=level,
+        finished=len(done), points=len(candidates), level=level, interval=interval,
+        run_ids=run_ids, seeds=seeds,
     )  # fmt: skip
+
+
+def replicate_outcomes(outcomes, run_ids: tuple[str, ...], metric: str) -> np.ndarray | None:
+    """The replicates × items 0/1 outcomes of ``metric`` for ``run_ids``; None unless the
+    record holds every one of them (an interval over some replicates would claim less error
+    than there is)."""
+    if not outcomes or not run_ids or not is_accuracy(metric):
+        return None
+    table = outcomes.table(metric, list(run_ids))
+    if len(table) != len(run_ids):
+        return None
+    return table.to_numpy()
+
+
+def item_interval(outcomes, run_ids: tuple[str, ...], metric: str, level: float) -> Interval | None:
+    """The two-source interval of ``metric`` over ``run_ids``' outcomes, or None without them."""
+    matrix = replicate_outcomes(outcomes, run_ids, metric)
+    return None if matrix is None else two_source_interval(matrix, level)
+
+
+def _seed(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def _plain(value: Any) -> Any:
@@ -138,4 +217,11 @@ def _plain(value: Any) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-__all__ = ["BestPoint", "best_point", "finished_trials", "t_interval"]
+__all__ = [
+    "BestPoint",
+    "best_point",
+    "finished_trials",
+    "item_interval",
+    "replicate_outcomes",
+    "t_interval",
+]

@@ -211,6 +211,8 @@ class StudyAnalysis:
     fits: dict[str, ResponseFit]
     frontier: pd.DataFrame
     results: pd.DataFrame = field(repr=False)
+    # the per-item outcomes of the record (analysis.outcomes.Outcomes), None when it has none
+    outcomes: Any = field(default=None, repr=False)
 
     @functools.cached_property
     def headline(self) -> Headline:
@@ -252,13 +254,23 @@ class StudyAnalysis:
         """The best point of the target (:func:`analysis.headline.best_of_target`), or None."""
         from analysis.headline import best_of_target, target_of
 
-        return best_of_target(self.results, target_of(self.results))
+        return best_of_target(self.results, target_of(self.results), self.outcomes)
+
+    @functools.cached_property
+    def standings(self):
+        """Where the best point stands against each baseline (:func:`analysis.baselines.
+        standings`: paired on the shared items when the record keeps them); () without one."""
+        from analysis.baselines import baselines_of, standings
+
+        best = self.best
+        return () if best is None else standings(best, baselines_of(self.results), self.outcomes)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "study": self.study,
             "headline": self.headline.to_json(),
-            "baselines": baselines_json(self.results, self.best),
+            "baselines": baselines_json(self.results, self.best, self.standings),
+            "best_point": None if self.best is None else self.best.to_json(),
             "n_trials": self.n_trials,
             "responses": {name: fit.to_json() for name, fit in self.fits.items()},
             "desirability": _desirability_json(self.desirability),
@@ -473,10 +485,14 @@ def findings(fit: ResponseFit) -> Findings | None:
                     tuple(e.factor for e in detected))  # fmt: skip
 
 
-def analyse(df: pd.DataFrame, responses: tuple[str, ...] | None = None) -> StudyAnalysis:
+def analyse(
+    df: pd.DataFrame, responses: tuple[str, ...] | None = None, outcomes=None
+) -> StudyAnalysis:
     """Every response surface and the alignment–uniformity frontier of a results frame. When
     seeds are common across points (:func:`common_seed_blocks`), the replicate is a block. The
-    study's target metric (``df.attrs["target"]``) is optimised in its own direction."""
+    study's target metric (``df.attrs["target"]``) is optimised in its own direction.
+    ``outcomes`` (:func:`analysis.load.load_outcomes`), when the record keeps them, make every
+    accuracy's interval and comparison count the held-out items too."""
     df = independent_trials(df)
     responses = tuple(r for r in (responses or DEFAULT_RESPONSES) if r in df)
     blocks = block_term(df)
@@ -495,7 +511,7 @@ def analyse(df: pd.DataFrame, responses: tuple[str, ...] | None = None) -> Study
         else finished.iloc[0:0]
     )
     n_trials = len(df) + int(df.attrs.get("repeated_trials", 0))
-    return StudyAnalysis(df.attrs.get("study", ""), n_trials, fits, frontier, df)
+    return StudyAnalysis(df.attrs.get("study", ""), n_trials, fits, frontier, df, outcomes)
 
 
 def independent_trials(df: pd.DataFrame) -> pd.DataFrame:

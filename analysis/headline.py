@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from analysis.baselines import baselines_of, standing_line, standings
+from analysis.baselines import standing_line
 from analysis.best import BestPoint, best_point
 from analysis.power import replicates_for
 from analysis.units import amount, level, to_typed
@@ -177,7 +177,7 @@ def headline(analysis: StudyAnalysis) -> Headline:
             labels.append(f"{' or '.join(e.factor for e in undetected)} on {fit.response}")
     best = analysis.best
     fit = analysis.fits.get(target["metric"])
-    against = None if best is None else standing_line(standings(best, baselines_of(df)))
+    against = None if best is None else standing_line(analysis.standings)
     return Headline(
         study=analysis.study,
         sentence=study_sentence(analysis),
@@ -280,10 +280,12 @@ def _amount(response: str, value: float) -> str:
     return amount(response, value)
 
 
-def best_of_target(df: pd.DataFrame, target: dict[str, str]) -> BestPoint | None:
+def best_of_target(
+    df: pd.DataFrame, target: dict[str, str], outcomes=None
+) -> BestPoint | None:
     """The best point of ``target``; None when no finished trial has a value of it."""
     try:
-        return best_point(df, target["metric"], target["mode"])
+        return best_point(df, target["metric"], target["mode"], outcomes=outcomes)
     except (LookupError, ValueError):  # no finished trial, or the metric is not recorded
         return None
 
@@ -292,14 +294,18 @@ def best_sentence(best: BestPoint, target: dict[str, str]) -> str:
     """The best observed point of the target, its mean over replicates and its t interval."""
     where = ", ".join(f"{k} = {_short(v)}" for k, v in best.factors.items())
     metric, mode = target["metric"], target["mode"]
+    reps = f"{best.n} replicate{'s' * (best.n != 1)}"
+    on = f" on {best.items:,} held-out items" if best.items else ""
     if best.ci_low is None or best.ci_high is None:
-        sure = "one replicate, so no interval"
+        why = "one replicate" if best.n < 2 else "replicates that agree exactly"
+        sure = f"{reps}{on}; {why} and no per-item outcomes, so no interval"
     else:
         low, high = level(metric, best.ci_low), level(metric, best.ci_high)
-        sure = f"{best.n} replicates, 95% CI {low} to {high}"
+        sure = f"{reps}{on}; 95% interval {low} to {high}, counting {best.sources}"
     mean = level(metric, best.mean)
+    chosen = f", selected among {best.points} points" if best.selected else ""
     return (f"Highest {metric}" if mode == "max" else f"Lowest {metric}") + (
-        f" observed at {best.point_id} ({where}): mean {mean} ({sure}).")  # fmt: skip
+        f" observed at {best.point_id} ({where}){chosen}: mean {mean} ({sure}).")  # fmt: skip
 
 
 def next_step(fit: ResponseFit, df: pd.DataFrame, target: dict[str, str]) -> str | None:

@@ -26,10 +26,10 @@ RECORDED = {
 @pytest.mark.parametrize(
     ("mean", "low", "high", "raw", "random_init"),
     [
-        (0.975, 0.965, 0.985, "within", "beat"),
+        (0.975, 0.965, 0.985, "cannot be told apart", "beat"),
         (0.960, 0.955, 0.965, "did not beat", "beat"),
         (0.990, 0.985, 0.995, "beat", "beat"),
-        (0.950, 0.940, 0.960, "did not beat", "within"),
+        (0.950, 0.940, 0.960, "did not beat", "cannot be told apart"),
         (0.975, None, None, "untested", "untested"),
     ],
 )
@@ -44,7 +44,7 @@ def test_the_verdict_follows_where_the_baseline_lies_against_the_interval(
 def test_a_target_to_minimise_is_beaten_from_below():
     point = BestPoint("p0", {}, "z/align", "min", 3, 0.2, 0.15, 0.25)
     assert verdict(point, 0.4) == "beat" and verdict(point, 0.1) == "did not beat"
-    assert verdict(point, 0.2) == "within"
+    assert verdict(point, 0.2) == "cannot be told apart"
     found = standings(point, RECORDED)
     assert [s.kind for s in found] == ["random_init"]  # the raw input has no geometry
 
@@ -76,6 +76,6 @@ def test_the_report_json_keeps_each_baseline_with_its_standing():
     df.attrs["baselines"] = RECORDED
     out = baselines_json(df, best(0.975, 0.965, 0.985))
     assert list(out) == ["raw", "random_init"]
-    assert out["raw"]["standing"]["verdict"] == "within"
+    assert out["raw"]["standing"]["verdict"] == "cannot be told apart"
     assert out["random_init"]["metrics"]["z/align"] == 0.4
     assert baselines_json(pd.DataFrame(), None) == {}

@@ -55,9 +55,9 @@ def test_the_best_point_is_the_best_mean_over_replicates_with_its_t_interval():
     top = headline(analyse(df, (RESPONSE,)))
     assert top.best.startswith(f"Highest probe/knn_top1_h observed at {best} (temperature = 0.1")
     # accuracies are read in percent (analysis.units)
-    assert (f"mean {means[best] * 100:.1f}% (4 replicates, 95% CI "
-            f"{(means[best] - half) * 100:.1f}% to {(means[best] + half) * 100:.1f}%)"
-            ) in top.best  # fmt: skip
+    assert (f"selected among 4 points: mean {means[best] * 100:.1f}% (4 replicates; 95% interval "
+            f"{(means[best] - half) * 100:.1f}% to {(means[best] + half) * 100:.1f}%, counting "
+            "seeds only") in top.best  # fmt: skip
 
 
 def test_a_minimised_target_names_the_lowest_point_and_its_own_edge():

@@ -1,0 +1,317 @@
+"""An accuracy is a count over n held-out items: its intervals, its paired comparisons, and
+the finest claim it supports.
+
+Every trial and every baseline of a study is scored on the same n held-out items, so a point's
+mean accuracy has two sources of error: the seeds (another seed trains another encoder) and the
+items (another draw of n items from the same population). Bouthillier et al. (2021) show both
+must be counted; Dietterich (1998) recommends McNemar's test for two classifiers scored on one
+shared test set.
+
+**The interval of a point** (:func:`two_source_interval`) is an equivalent variance
+decomposition, not a bootstrap: the r × n matrix of outcomes (seed s got item i right, 0/1) is a
+two-way layout without replication, seeds × items, both random (Montgomery, *Design and Analysis
+of Experiments*, ch. 13). With the mean squares ``MS_seed`` (r − 1 df), ``MS_item`` (n − 1 df)
+and ``MS_error`` ((r − 1)(n − 1) df), the variance of the grand mean is
+
+    Var = σ²_seed / r + σ²_item / n + σ²_error / (r n) = (MS_seed + MS_item − MS_error) / (r n),
+
+estimated by the mean squares, never below either single-source variance (``MS_seed / (r n)``,
+the seeds alone, and ``MS_item / (r n)``, the items alone), and read against Student's t with
+Satterthwaite's degrees of freedom. One replicate leaves the items alone. Where every outcome is
+the same (all right, all wrong) the variance is zero and the Wilson interval of the count is
+used instead: while n is finite, no interval has zero width.
+
+**A comparison with a baseline** (:func:`paired_comparison`) is made item by item on the shared
+items: the difference matrix ``D[s, i] = trained[s, i] − baseline[s, i]`` (the baseline's seed
+paired with the trial's seed when it has it; the raw input has none) gets the same
+decomposition; and for each seed, the exact McNemar test (statsmodels' ``mcnemar``) on its
+discordant items (only the trained encoder right: ``b``; only the baseline right: ``c``).
+
+**Resolution**: one item is ``1 / n`` (100 / n points). Nothing smaller than one item is called
+beaten, found or detectable (:func:`at_least_one_item`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+SOURCES_BOTH = "seeds and held-out items"
+SOURCES_ITEMS = "held-out items only (one replicate: the seeds' spread is unknown)"
+SOURCES_SEEDS = "seeds only (no per-item outcomes in the record)"
+VERDICTS = ("beat", "did not beat", "cannot be told apart")
+
+
+def _t(level: float, df: float) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + level / 2, df)) if math.isfinite(df) else float(
+        stats.norm.ppf(0.5 + level / 2))  # fmt: skip
+
+
+def wilson(count: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval of ``count`` successes in ``n`` (statsmodels)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    low, high = proportion_confint(int(count), int(n), alpha=1 - level, method="wilson")
+    return float(low), float(high)
+
+
+def resolution(n: int) -> float:
+    """The finest step an accuracy on ``n`` items can take: one item, 1 / n."""
+    return 1.0 / n
+
+
+def item_se(p: float, n: int) -> float:
+    """The item-sampling standard error of an accuracy ``p`` on ``n`` items, √(p(1 − p) / n)."""
+    return math.sqrt(max(p * (1 - p), 0.0) / n)
+
+
+def at_least_one_item(size: float, n: int | None) -> float:
+    """``size`` floored at one held-out item (unchanged when ``n`` is unknown)."""
+    return size if not n else max(size, resolution(n))
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean with its interval: ``mean``, ``low``, ``high`` at ``level``, its standard error
+    ``se`` and degrees of freedom ``df`` (inf for a normal quantile), the ``sources`` of error it
+    counts (words), ``replicates`` (r) and ``items`` (n), and the variance ``parts`` it was
+    made of (``seeds``, ``items``, ``interaction``: each source's share of Var, before flooring)."""
+
+    mean: float
+    low: float
+    high: float
+    se: float
+    df: float
+    sources: str
+    replicates: int
+    items: int
+    level: float = 0.95
+    parts: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def width(self) -> float:
+        return self.high - self.low
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mean": self.mean, "low": self.low, "high": self.high, "se": self.se,
+                "df": self.df if math.isfinite(self.df) else None, "level": self.level,
+                "sources": self.sources, "replicates": self.replicates, "items": self.items,
+                "variance_parts": dict(self.parts)}  # fmt: skip
+
+
+def mean_squares(x: np.ndarray) -> tuple[float, float, float]:
+    """(MS_seed, MS_item, MS_error) of an r × n two-way layout without replication."""
+    r, n = x.shape
+    grand = x.mean()
+    rows, cols = x.mean(axis=1), x.mean(axis=0)
+    ss_seed = n * float(((rows - grand) ** 2).sum())
+    ss_item = r * float(((cols - grand) ** 2).sum())
+    resid = x - rows[:, None] - cols[None, :] + grand
+    ss_error = float((resid**2).sum())
+    ms_seed = ss_seed / (r - 1) if r > 1 else math.nan
+    ms_item = ss_item / (n - 1) if n > 1 else math.nan
+    ms_error = ss_error / ((r - 1) * (n - 1)) if r > 1 and n > 1 else math.nan
+    return ms_seed, ms_item, ms_error
+
+
+def _variance(x: np.ndarray) -> tuple[float, float, tuple[tuple[str, float], ...]]:
+    """(Var of the grand mean, its Satterthwaite df, the parts) of the r × n matrix ``x``."""
+    r, n = x.shape
+    if n < 2:
+        raise ValueError("an interval over items needs at least two items")
+    ms_seed, ms_item, ms_error = mean_squares(x)
+    if r == 1:
+        var = ms_item / n
+        return var, float(n - 1), (("items", var),)
+    a, b, e = ms_seed / (r * n), ms_item / (r * n), ms_error / (r * n)
+    df_a, df_b, df_e = r - 1, n - 1, (r - 1) * (n - 1)
+    parts = (("seeds", a - e), ("items", b - e), ("interaction", e))
+    combined = a + b - e
+    if combined >= max(a, b) and combined > 0:
+        terms = (a * a / df_a) + (b * b / df_b) + (e * e / df_e)
+        return combined, (combined * combined / terms if terms > 0 else math.inf), parts
+    if a >= b:  # one source alone is larger than the combination estimates: keep it
+        return a, float(df_a), parts
+    return b, float(df_b), parts
+
+
+def two_source_interval(
+    outcomes: np.ndarray, level: float = 0.95, limits: tuple[float, float] | None = (0.0, 1.0)
+) -> Interval:
+    """The interval of the mean of an r × n matrix of per-item outcomes (0/1 for an accuracy;
+    −1/0/1 for a paired difference), counting seeds and items (see the module).
+
+    Args:
+        outcomes: (r, n): one row per replicate seed, one column per held-out item, shared.
+        level: the coverage, 0 < level < 1.
+        limits: the values the mean can take (the interval is cut to them).
+    """
+    x = np.asarray(outcomes, dtype=float)
+    if x.ndim != 2 or x.shape[0] < 1:
+        raise ValueError(f"outcomes must be (replicates, items), got shape {x.shape}")
+    r, n = x.shape
+    mean = float(x.mean())
+    var, df, parts = _variance(x)
+    sources = SOURCES_BOTH if r > 1 else SOURCES_ITEMS
+    if var <= 0:  # every outcome the same: the count's own (Wilson) interval, never zero width
+        return _degenerate(x, level, limits, sources)
+    se = math.sqrt(var)
+    half = _t(level, df) * se
+    low, high = mean - half, mean + half
+    if limits is not None:
+        low, high = max(low, limits[0]), min(high, limits[1])
+    return Interval(mean, low, high, se, df, sources, r, n, level, parts)
+
+
+def _degenerate(x: np.ndarray, level: float, limits, sources: str) -> Interval:
+    """All r × n outcomes equal to ``v``: for 0/1 the Wilson interval of n of n (or 0 of n);
+    for a difference, ``v`` ± the Wilson bound of no discordant item in n."""
+    r, n = x.shape
+    value = float(x.flat[0])
+    if value in (0.0, 1.0) and limits == (0.0, 1.0):
+        low, high = wilson(int(value) * n, n, level)
+    else:
+        bound = wilson(0, n, level)[1]
+        low, high = value - bound, value + bound
+        if limits is not None:
+            low, high = max(low, limits[0]), min(high, limits[1])
+    se = (high - low) / (2 * _t(level, math.inf))
+    return Interval(value, low, high, se, math.inf, sources, r, n, level)
+
+
+def seeds_only_interval(values: list[float], level: float = 0.95) -> Interval | None:
+    """Student's t interval over the replicates' accuracies alone (items not counted): what a
+    record without per-item outcomes allows; None for fewer than two replicates."""
+    r = len(values)
+    if r < 2:
+        return None
+    v = np.asarray(values, dtype=float)
+    se = float(v.std(ddof=1)) / math.sqrt(r)
+    half = _t(level, r - 1) * se
+    mean = float(v.mean())
+    return Interval(mean, mean - half, mean + half, se, float(r - 1), SOURCES_SEEDS, r, 0, level)
+
+
+@dataclass(frozen=True)
+class SeedTest:
+    """One replicate against the baseline on the shared items: ``seed`` (the trial's), the
+    baseline's ``against_seed`` (None for an unseeded baseline), the discordant counts ``b``
+    (only the trained encoder right) and ``c`` (only the baseline right), and the exact McNemar
+    ``p``."""
+
+    seed: int | None
+    against_seed: int | None
+    b: int
+    c: int
+    p: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seed": self.seed, "baseline_seed": self.against_seed,
+                "only_trained": self.b, "only_baseline": self.c, "mcnemar_p": self.p}  # fmt: skip
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """The exact McNemar p-value of ``b`` and ``c`` discordant items (statsmodels)."""
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    return float(mcnemar(np.array([[0, b], [c, 0]]), exact=True).pvalue)
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """A system (the best point's replicates) against a baseline on the same items: the
+    per-seed McNemar tests, the mean paired difference with its two-source interval, and the
+    ``verdict`` (:data:`VERDICTS`) that interval gives for a target to ``mode``."""
+
+    tests: tuple[SeedTest, ...]
+    difference: Interval
+    verdict: str
+
+    @property
+    def only_trained(self) -> int:
+        return sum(t.b for t in self.tests)
+
+    @property
+    def only_baseline(self) -> int:
+        return sum(t.c for t in self.tests)
+
+    @property
+    def items(self) -> int:
+        return self.difference.items
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "difference": self.difference.to_json(),
+                "per_seed": [t.to_json() for t in self.tests],
+                "only_trained": self.only_trained, "only_baseline": self.only_baseline,
+                "items": self.items}  # fmt: skip
+
+
+def paired_verdict(diff: Interval, mode: str = "max") -> str:
+    """What a paired difference's interval says: ``beat`` when it lies wholly on the better
+    side of zero and the mean difference is at least one item; ``did not beat`` when wholly on
+    the worse side by at least one item; else ``cannot be told apart``."""
+    one = resolution(diff.items) * (1 - 1e-9)
+    better = diff.mean if mode == "max" else -diff.mean
+    low, high = (diff.low, diff.high) if mode == "max" else (-diff.high, -diff.low)
+    if low > 0 and better >= one:
+        return "beat"
+    if high < 0 and -better >= one:
+        return "did not beat"
+    return "cannot be told apart"
+
+
+def paired_comparison(
+    trained: dict[int | None, np.ndarray],
+    baseline: dict[int | None, np.ndarray],
+    mode: str = "max",
+    level: float = 0.95,
+) -> PairedComparison:
+    """The best point's replicates against one baseline, item by item (see the module).
+
+    Args:
+        trained: the trial's seed -> (n,) 0/1 outcomes of each replicate, on the shared items.
+        baseline: the baseline's seed (None for an unseeded one) -> (n,) 0/1 outcomes.
+        mode: ``max`` (higher is better) or ``min``.
+    """
+    if not trained or not baseline:
+        raise ValueError("a paired comparison needs outcomes on both sides")
+    pool = sorted(baseline, key=lambda s: (s is None, s if s is not None else 0))
+    rows, tests = [], []
+    for i, seed in enumerate(sorted(trained, key=lambda s: (s is None, s or 0))):
+        other = seed if seed in baseline else pool[i % len(pool)]
+        mine = np.asarray(trained[seed], dtype=np.int8)
+        theirs = np.asarray(baseline[other], dtype=np.int8)
+        if mine.shape != theirs.shape:
+            raise ValueError("the two systems were scored on different numbers of items")
+        b = int(((mine == 1) & (theirs == 0)).sum())
+        c = int(((mine == 0) & (theirs == 1)).sum())
+        tests.append(SeedTest(seed, other, b, c, mcnemar_exact(b, c)))
+        rows.append(mine.astype(float) - theirs)
+    diff = two_source_interval(np.vstack(rows), level, limits=(-1.0, 1.0))
+    return PairedComparison(tuple(tests), diff, paired_verdict(diff, mode))
+
+
+__all__ = [
+    "SOURCES_BOTH",
+    "SOURCES_ITEMS",
+    "SOURCES_SEEDS",
+    "VERDICTS",
+    "Interval",
+    "PairedComparison",
+    "SeedTest",
+    "at_least_one_item",
+    "item_se",
+    "mcnemar_exact",
+    "mean_squares",
+    "paired_comparison",
+    "paired_verdict",
+    "resolution",
+    "seeds_only_interval",
+    "two_source_interval",
+    "wilson",
+]  # fmt: skip

@@ -1,0 +1,142 @@
+"""Per-item outcomes: what every probe predicted for each held-out item, per trial and per
+baseline, so that an accuracy is read as what it is, a count over n shared items.
+
+One system (a trial, or one seed of a baseline) keeps one compact Parquet table:
+
+- ``item``: the held-out item's id (int64: its row in the dataset's held-out pool, the same for
+  every system of a study, so outcomes pair item by item);
+- ``label``: the item's true class (int16);
+- one int16 column per probe metric, named as the metric (``probe/knn_top1_h`` …), holding
+  the label that probe predicted for the item.
+
+The recorded accuracy of a metric is the share of items whose prediction equals the label
+(:meth:`SystemOutcomes.accuracy`). Stored zstd-compressed: 10,000 items and four probes take
+tens of kilobytes. Where they live in the record: :data:`TRIAL_ARTIFACT` on each trial's run,
+:data:`BASELINE_FOLDER`/``<kind>.parquet`` (the raw input) and ``<kind>-seed<s>.parquet`` (a seeded
+baseline) on the parent run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+TRIAL_ARTIFACT = "evidence/outcomes.parquet"
+BASELINE_FOLDER = "baselines/outcomes"
+ITEM, LABEL = "item", "label"
+_BASELINE_FILE = re.compile(r"^(?P<kind>[a-z_]+?)(?:-seed(?P<seed>-?\d+))?\.parquet$")
+
+
+@dataclass(frozen=True)
+class SystemOutcomes:
+    """One system's predictions on the held-out items: ``items`` (n,) ids, ``labels`` (n,) true
+    classes and ``predictions`` (metric -> (n,) predicted labels)."""
+
+    items: np.ndarray
+    labels: np.ndarray
+    predictions: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.items)
+
+    def correct(self, metric: str) -> np.ndarray:
+        """(n,) 1 where the probe behind ``metric`` got the item right, else 0 (int8)."""
+        return (self.predictions[metric] == self.labels).astype(np.int8)
+
+    def accuracy(self, metric: str) -> float:
+        """The share of items ``metric``'s probe got right: the recorded accuracy."""
+        return float(self.correct(metric).mean())
+
+    def aligned(self, items: np.ndarray) -> SystemOutcomes:
+        """The same outcomes in the order of ``items`` (every id must be held here)."""
+        if np.array_equal(items, self.items):
+            return self
+        order = pd.Index(self.items).get_indexer(items)
+        if (order < 0).any():
+            raise ValueError("the systems were scored on different held-out items")
+        return SystemOutcomes(items, self.labels[order],
+                              {k: v[order] for k, v in self.predictions.items()})  # fmt: skip
+
+
+def outcome_frame(items, labels, predictions: dict[str, object]) -> pd.DataFrame:
+    """The stored table of one system (see the module): item, label, one column per metric."""
+    frame = pd.DataFrame({ITEM: np.asarray(items, dtype=np.int64),
+                          LABEL: np.asarray(labels, dtype=np.int16)})  # fmt: skip
+    for metric in sorted(predictions):
+        frame[metric] = np.asarray(predictions[metric], dtype=np.int16)
+    return frame
+
+
+def write_outcomes(path: str | Path, items, labels, predictions: dict[str, object]) -> Path:
+    """Write one system's outcomes to ``path`` (Parquet, zstd); returns the path."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(outcome_frame(items, labels, predictions), preserve_index=False)
+    pq.write_table(table, str(path), compression="zstd")
+    return Path(path)
+
+
+def read_outcomes(path: str | Path) -> SystemOutcomes:
+    """One system's outcomes from a file written by :func:`write_outcomes`."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(str(path))
+    columns = {name: table[name].to_numpy() for name in table.column_names}
+    items, labels = columns.pop(ITEM), columns.pop(LABEL)
+    return SystemOutcomes(items.astype(np.int64), labels.astype(np.int64),
+                          {k: v.astype(np.int64) for k, v in columns.items()})  # fmt: skip
+
+
+def baseline_file(kind: str, seed: int | None) -> str:
+    """The file name of one baseline system: ``raw.parquet``, ``random_init-seed0.parquet``."""
+    return f"{kind}.parquet" if seed is None else f"{kind}-seed{int(seed)}.parquet"
+
+
+def parse_baseline_file(name: str) -> tuple[str, int | None] | None:
+    """(kind, seed) of a file named by :func:`baseline_file`; None for any other name."""
+    found = _BASELINE_FILE.match(name)
+    if found is None:
+        return None
+    seed = found.group("seed")
+    return found.group("kind"), None if seed is None else int(seed)
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """A study's per-item outcomes: ``trials`` (run id -> its outcomes) and ``baselines``
+    ((kind, seed or None) -> outcomes). Every system shares one set of held-out items."""
+
+    trials: dict[str, SystemOutcomes] = field(default_factory=dict)
+    baselines: dict[tuple[str, int | None], SystemOutcomes] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.trials)
+
+    def table(self, metric: str, run_ids: list[str] | None = None) -> pd.DataFrame:
+        """Trial × item: 1 where the trial's probe behind ``metric`` got the item right.
+        Rows are run ids (``run_ids`` in that order, default every trial that has the metric),
+        columns the item ids."""
+        ids = [r for r in (run_ids or list(self.trials)) if metric in self.trials[r].predictions]
+        if not ids:
+            return pd.DataFrame()
+        items = self.trials[ids[0]].items
+        rows = [self.trials[r].aligned(items).correct(metric) for r in ids]
+        return pd.DataFrame(np.vstack(rows), index=pd.Index(ids, name="run_id"),
+                            columns=pd.Index(items, name=ITEM))  # fmt: skip
+
+    def baseline_systems(self, kind: str, metric: str) -> dict[int | None, SystemOutcomes]:
+        """The systems of one baseline kind that hold ``metric`` (seed -> outcomes)."""
+        return {seed: o for (k, seed), o in self.baselines.items()
+                if k == kind and metric in o.predictions}  # fmt: skip
+
+
+__all__ = [
+    "BASELINE_FOLDER", "TRIAL_ARTIFACT", "Outcomes", "SystemOutcomes", "baseline_file",
+    "outcome_frame", "parse_baseline_file", "read_outcomes", "write_outcomes",
+]  # fmt: skip
