@@ -56,7 +56,8 @@ def wilson(count: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Wilson's score interval of ``count`` successes in ``n`` (statsmodels)."""
     from statsmodels.stats.proportion import proportion_confint
 
-    low, high = proportion_confint(int(count), int(n), alpha=1 - level, method="wilson")
+    alpha = round(1 - level, 12)  # 1 - 0.95 is 0.050000000000000044 in binary
+    low, high = proportion_confint(int(count), int(n), alpha=alpha, method="wilson")
     return float(low), float(high)
 
 
