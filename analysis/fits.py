@@ -21,6 +21,8 @@ import pandas as pd
 
 from analysis.baselines import baselines_json
 from analysis.frontier import pareto_frontier
+from analysis.measurement import at_least_one_item, resolution, resolution_json
+from analysis.outcomes import heldout_items
 from analysis.surface import (
     Effect,
     NoVariationError,
@@ -29,7 +31,7 @@ from analysis.surface import (
     factor_effects,
     fit_response_surface,
 )
-from analysis.units import amount, bounds, level
+from analysis.units import amount, bounds, is_accuracy, level
 
 if TYPE_CHECKING:
     from analysis.desirability import DesirabilityOptimum
@@ -257,6 +259,12 @@ class StudyAnalysis:
         return best_of_target(self.results, target_of(self.results), self.outcomes)
 
     @functools.cached_property
+    def items(self) -> int | None:
+        """The held-out items every accuracy counts over (:func:`analysis.outcomes.
+        heldout_items`), None when the record does not say."""
+        return heldout_items(self.results, self.outcomes)
+
+    @functools.cached_property
     def standings(self):
         """Where the best point stands against each baseline (:func:`analysis.baselines.
         standings`: paired on the shared items when the record keeps them); () without one."""
@@ -271,6 +279,10 @@ class StudyAnalysis:
             "headline": self.headline.to_json(),
             "baselines": baselines_json(self.results, self.best, self.standings),
             "best_point": None if self.best is None else self.best.to_json(),
+            "measurement": resolution_json(
+                self.items,
+                None if self.best is None or not is_accuracy(self.best.metric) else self.best.mean,
+            ),
             "n_trials": self.n_trials,
             "responses": {name: fit.to_json() for name, fit in self.fits.items()},
             "desirability": _desirability_json(self.desirability),
@@ -290,7 +302,11 @@ def _desirability_json(found) -> dict[str, Any] | None:
 
 
 def fit_best_supported(
-    df: pd.DataFrame, response: str, blocks: str | None = None, goal: str | None = None
+    df: pd.DataFrame,
+    response: str,
+    blocks: str | None = None,
+    goal: str | None = None,
+    items: int | None = None,
 ) -> ResponseFit:
     """The richest model of :data:`MODEL_LADDER` the design supports, with ``blocks`` as an
     additive block term when given (on a rung where the block term does not fit, that rung
@@ -316,7 +332,7 @@ def fit_best_supported(
                               error_ms_without_blocks=without.error_ms if without else None,
                               blocks=blocks, block_why=why,
                               r2_without_blocks=without.r2 if without else None)  # fmt: skip
-            return replace(fit, findings=findings(fit))
+            return replace(fit, findings=findings(fit, items))
         except NoVariationError as err:  # no simpler model helps: say why once and stop
             return ResponseFit(response, None, None, str(err), "no variation", blocks=blocks,
                                block_why=why)  # fmt: skip
@@ -394,6 +410,14 @@ def _signed(response: str, value: float) -> str:
     return ("-" if value < 0 else "+") + _amount(response, value)
 
 
+def _sub_item_sentence(e: Effect, items: int) -> str:
+    """An effect smaller than one held-out item: never called found, whatever its test."""
+    change = e.change[0].upper() + e.change[1:]
+    return (f"{change}: estimated at {_signed(e.response, e.estimate)} on {e.response}, less "
+            f"than one held-out item of {items} ({_amount(e.response, resolution(items))}), "
+            "so not called found; more held-out items would resolve it.")  # fmt: skip
+
+
 def _effect_sentence(e: Effect, detected: bool) -> str:
     change = e.change[0].upper() + e.change[1:]
     if e.std_err is None and detected:  # exact data with spare df: certain, but no interval
@@ -420,12 +444,29 @@ def _effect_sentence(e: Effect, detected: bool) -> str:
     )
 
 
-def findings(fit: ResponseFit) -> Findings | None:
-    """The words of one fit (see :class:`Findings`); None when nothing was fitted."""
+def resolved_effects(effects, response: str, items: int | None) -> tuple[Effect, ...]:
+    """``effects`` with every detectable size of an accuracy floored at one held-out item
+    (``1 / items``): no effect smaller than one item can even be observed."""
+    if not items or not is_accuracy(response):
+        return tuple(effects)
+    return tuple(
+        e if e.detectable is None else replace(e, detectable=at_least_one_item(e.detectable, items))
+        for e in effects
+    )
+
+
+def _below_one_item(e: Effect, items: int | None) -> bool:
+    return bool(items) and is_accuracy(e.response) and abs(e.estimate) < resolution(items)
+
+
+def findings(fit: ResponseFit, items: int | None = None) -> Findings | None:
+    """The words of one fit (see :class:`Findings`); None when nothing was fitted. ``items``:
+    the held-out items an accuracy counts over (detectable sizes are floored at one item, and
+    an effect smaller than one item is never found)."""
     s = fit.surface
     if s is None:
         return None
-    effects = factor_effects(s, ALPHA, POWER)
+    effects = resolved_effects(factor_effects(s, ALPHA, POWER), s.response, items)
     flat = s.optimum is None
     weak = s.model_p is not None and s.model_p > ALPHA
     unpredictive = math.isfinite(s.pred_r2) and s.pred_r2 <= 0
@@ -468,10 +509,15 @@ def findings(fit: ResponseFit) -> Findings | None:
         return Findings(s.response, False, headline, (), (), None, block, effects,
                         no_optimum=f"No optimum is named: {why}.")  # fmt: skip
     # exact data with residual df to spare (no noise at all): the effects are certain
-    detected = [e for e in effects if e.std_err is None or
-                (e.p_adjusted is not None and e.p_adjusted <= ALPHA)]  # fmt: skip
+    detected = [e for e in effects if (e.std_err is None or
+                (e.p_adjusted is not None and e.p_adjusted <= ALPHA))
+                and not _below_one_item(e, items)]  # fmt: skip
     found = tuple(_effect_sentence(e, True) for e in detected)
-    missed = tuple(_effect_sentence(e, False) for e in effects if e not in detected)
+    missed = tuple(
+        _sub_item_sentence(e, items) if _below_one_item(e, items) else _effect_sentence(e, False)
+        for e in effects
+        if e not in detected
+    )
     headline = f"The model of {s.response} beats the mean ({evidence})."
     point = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}"
                       for k, v in s.optimum.items())  # fmt: skip
@@ -503,7 +549,8 @@ def analyse(
             responses = tuple(dict.fromkeys([*responses, goal["metric"]]))
             if goal.get("goal") in ("max", "min"):
                 goals.setdefault(goal["metric"], goal["goal"])
-    fits = {r: fit_best_supported(df, r, blocks, goals.get(r)) for r in responses}
+    items = heldout_items(df, outcomes)
+    fits = {r: fit_best_supported(df, r, blocks, goals.get(r), items) for r in responses}
     finished = df[df["status"] == "finished"] if "status" in df else df
     frontier = (
         pareto_frontier(finished, {"z/align": "min", "z/uniform": "min"})

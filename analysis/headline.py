@@ -21,8 +21,8 @@ import pandas as pd
 
 from analysis.baselines import standing_line
 from analysis.best import BestPoint, best_point
-from analysis.power import replicates_for
-from analysis.units import amount, level, to_typed
+from analysis.power import power_basis, replicates_for
+from analysis.units import amount, is_accuracy, level, to_typed
 
 if TYPE_CHECKING:
     from analysis.report import ResponseFit, StudyAnalysis
@@ -186,7 +186,7 @@ def headline(analysis: StudyAnalysis) -> Headline:
         not_detected=tuple(missed),
         missed=tuple(labels),
         best=None if best is None else best_sentence(best, target),
-        next_step=None if fit is None else next_step(fit, df, target),
+        next_step=None if fit is None else next_step(fit, df, target, analysis.items),
         against=against,
         on_target=on_target,
     )
@@ -308,8 +308,11 @@ def best_sentence(best: BestPoint, target: dict[str, str]) -> str:
         f" observed at {best.point_id} ({where}){chosen}: mean {mean} ({sure}).")  # fmt: skip
 
 
-def next_step(fit: ResponseFit, df: pd.DataFrame, target: dict[str, str]) -> str | None:
-    """What the target's fit suggests for the next study, in one or two sentences."""
+def next_step(
+    fit: ResponseFit, df: pd.DataFrame, target: dict[str, str], items: int | None = None
+) -> str | None:
+    """What the target's fit suggests for the next study, in one or two sentences. ``items``:
+    the held-out items an accuracy counts over (a size below one item asks for more items)."""
     metric = target["metric"]
     if fit.surface is None:
         if fit.status == "no variation":
@@ -321,7 +324,7 @@ def next_step(fit: ResponseFit, df: pd.DataFrame, target: dict[str, str]) -> str
         return ("replicate the design points: the model reproduces every trial, so the study "
                 "has no error to test effects against.")  # fmt: skip
     if fit.findings is not None and not fit.findings.beats_mean:
-        return _more_replicates(fit, df)
+        return _more_replicates(fit, df, items)
     edges = _edges(s)
     if edges:
         return (f"the best predicted {metric} lies at the edge of the design region ("
@@ -349,15 +352,26 @@ def _edges(s) -> list[str]:
     return out
 
 
-def _more_replicates(fit: ResponseFit, df: pd.DataFrame) -> str | None:
+def _more_replicates(fit: ResponseFit, df: pd.DataFrame, items: int | None = None) -> str | None:
     """Replicates per point that would detect half the smallest effect detectable now, for the
-    factor whose effect is measured best."""
+    factor whose effect is measured best; more held-out items when half of it is less than one
+    held-out item (no replicate can resolve that)."""
     effects = [e for e in fit.findings.effects if e.detectable is not None]
     if not effects:
         return None
     sharpest = min(effects, key=lambda e: e.detectable)
     effect = sharpest.detectable / 2
-    plan = next(p for p in replicates_for(fit.surface, effect) if p.factor == sharpest.factor)
+    if items and is_accuracy(fit.response) and effect < 1 / items:
+        return (
+            f"no factor moved {fit.response} detectably, and half the smallest effect "
+            f"detectable now ({_amount(fit.response, effect)} for {sharpest.change}) is less "
+            f"than one of the {items:,} held-out items: score on at least "
+            f"{math.ceil(1 / effect):,} held-out items (heldout_size) before adding replicates."
+        )
+    plan = next(
+        p for p in replicates_for(power_basis(fit.surface, items), effect)
+        if p.factor == sharpest.factor
+    )  # fmt: skip
     study = df.attrs.get("study") or "STUDY"
     typed = to_typed(fit.response, effect)  # --effect takes points for an accuracy
     command = f"study power {study} --metric {fit.response} --effect {typed:.3g}"

@@ -14,6 +14,9 @@ study file's goals for the overall desirability, :mod:`analysis.desirability`; e
 (kind -> ``{"metrics", "per_seed", "seeds", "name", "about"}``: what the study's results are read
 against, :mod:`trainables.baselines`; empty when none was measured).
 
+Per-item outcomes (every probe's label for each held-out item, of every finished trial and every
+baseline system: :mod:`analysis.outcomes`) are read by :func:`load_outcomes`.
+
 Which store: :func:`default_store`, the one the ``study`` CLI records in and reads from when none
 is named (MLFLOW_TRACKING_URI, else the nearest ``mlflow.db`` at or above the working folder).
 Reading never creates a store, and a name the store does not hold is a LookupError that names
@@ -24,14 +27,32 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import tempfile
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs as pafs
 
-from analysis.record import TRIAL, decode_json_columns, results_table, study_runs
+from analysis.outcomes import (
+    BASELINE_FOLDER,
+    TRIAL_ARTIFACT,
+    Outcomes,
+    SystemOutcomes,
+    parse_baseline_file,
+    read_outcomes,
+)
+from analysis.record import (
+    BASELINES_TAG,
+    PARENT,
+    TRIAL,
+    decode_json_columns,
+    results_table,
+    study_runs,
+    trial_status,
+)
 from analysis.sqlite_reader import read_client
 from analysis.store import (
     STORE_FILE,
@@ -43,8 +64,9 @@ from analysis.store import (
 )
 
 __all__ = [
-    "STORE_FILE", "default_store", "load_history", "load_study", "read_results",
-    "recorded_studies", "results_frame", "store_exists", "store_problem", "unknown_study",
+    "STORE_FILE", "default_store", "load_history", "load_outcomes", "load_study",
+    "read_results", "recorded_studies", "results_frame", "store_exists", "store_problem",
+    "unknown_study",
 ]  # fmt: skip
 
 
@@ -207,3 +229,117 @@ def _pivot(rows: list[tuple], runs: dict, metrics: tuple[str, ...]) -> pd.DataFr
         if metric not in wide:
             wide[metric] = float("nan")
     return wide[columns].sort_values(["trial_key", "step"]).reset_index(drop=True)
+
+
+def load_outcomes(
+    name: str, tracking_uri: str | None = None, run_ids: list[str] | None = None
+) -> Outcomes:
+    """The study's per-item outcomes (:class:`analysis.outcomes.Outcomes`): every finished
+    trial's ``evidence/outcomes.parquet`` (by run id; only ``run_ids`` when given) and every
+    baseline system's table under the parent run's ``baselines/outcomes/`` (by (kind, seed or
+    None)). A run without the file (a record older than the outcomes) is left out.
+
+    Artifacts in a local folder (a path, or ``file:``) are read where they lie; any other store
+    (S3, a tracking server) is read through MLflow's artifact repository into a temporary folder,
+    so a read writes nothing into the store or the working folder.
+
+    Raises:
+        LookupError: no store there, or no (active) study of that name (:func:`unknown_study`).
+    """
+    uri = _uri(tracking_uri, name)
+    client = read_client(uri)
+    experiment = client.get_experiment_by_name(name)
+    if experiment is None or experiment.lifecycle_stage != "active":
+        raise LookupError(unknown_study(uri, name))
+    runs = study_runs(client, experiment.experiment_id, TRIAL)
+    wanted = None if run_ids is None else set(run_ids)
+    finished = [r for r in runs if trial_status(r) == "finished"
+                and (wanted is None or r.info.run_id in wanted)]  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="outcomes-") as tmp:
+        trials = {}
+        for run in sorted(finished, key=lambda r: r.data.tags.get("study.trial_key", "")):
+            found = _Artifacts(run, uri, Path(tmp)).file(TRIAL_ARTIFACT)
+            if found is not None:
+                trials[run.info.run_id] = read_outcomes(found)
+        if wanted is not None:  # in the order asked
+            trials = {r: trials[r] for r in run_ids if r in trials}
+        baselines = _baseline_outcomes(client, experiment.experiment_id, uri, Path(tmp))
+    return Outcomes(trials=trials, baselines=baselines)
+
+
+def _baseline_outcomes(
+    client, experiment_id: str, uri: str, tmp: Path
+) -> dict[tuple[str, int | None], SystemOutcomes]:
+    """The baseline systems of the study's parent run: the newest parent that holds its
+    baselines (as :func:`analysis.record.results_table` reads their metrics) and their files."""
+    parents = [p for p in study_runs(client, experiment_id, PARENT)
+               if BASELINES_TAG in p.data.tags]  # fmt: skip
+    for parent in parents:
+        found = {}
+        for path in _Artifacts(parent, uri, tmp).folder(BASELINE_FOLDER):
+            system = parse_baseline_file(path.name)
+            if system is not None:
+                found[system] = read_outcomes(path)
+        if found:
+            return dict(sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1] is not None,
+                                                              kv[0][1] or 0)))  # fmt: skip
+    return {}
+
+
+def _local_folder(uri: str | None) -> Path | None:
+    """The folder an artifact URI names on this machine (a path, or file:), else None."""
+    if not uri:
+        return None
+    parsed = urlparse(uri)
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        return Path(unquote(parsed.path))
+    return Path(uri) if not parsed.scheme and Path(uri).is_absolute() else None
+
+
+class _Artifacts:
+    """One run's artifacts, read: in place when they lie in a local folder, else downloaded
+    through MLflow's artifact repository (what its client's ``download_artifacts`` uses) into a
+    folder of ``tmp`` of the run's own."""
+
+    def __init__(self, run, tracking_uri: str, tmp: Path) -> None:
+        self.uri = run.info.artifact_uri
+        self.local = _local_folder(self.uri)
+        self.tracking_uri = tracking_uri
+        self.tmp = tmp / run.info.run_id
+        self._repo = None
+
+    @property
+    def repo(self):
+        if self._repo is None:
+            from mlflow.store.artifact.artifact_repository_registry import (
+                get_artifact_repository,
+            )
+
+            self._repo = get_artifact_repository(self.uri, tracking_uri=self.tracking_uri)
+        return self._repo
+
+    def file(self, path: str) -> Path | None:
+        """The local path of the artifact ``path``; None when the run has no such file."""
+        if self.local is not None:
+            found = self.local / path
+            return found if found.is_file() else None
+        parent, _, leaf = path.rpartition("/")
+        listed = {Path(f.path).name for f in self.repo.list_artifacts(parent or None)
+                  if not f.is_dir}  # fmt: skip
+        if leaf not in listed:
+            return None
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        return Path(self.repo.download_artifacts(path, dst_path=str(self.tmp)))
+
+    def folder(self, path: str) -> list[Path]:
+        """The local paths of the files directly in the artifact folder ``path`` (sorted);
+        none when it is not there."""
+        if self.local is not None:
+            found = self.local / path
+            return sorted(p for p in found.iterdir() if p.is_file()) if found.is_dir() else []
+        listed = [f.path for f in self.repo.list_artifacts(path) if not f.is_dir]
+        if not listed:
+            return []
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        return sorted(Path(self.repo.download_artifacts(f, dst_path=str(self.tmp)))
+                      for f in listed)  # fmt: skip

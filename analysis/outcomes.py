@@ -136,7 +136,35 @@ class Outcomes:
                 if k == kind and metric in o.predictions}  # fmt: skip
 
 
+# the held-out items a trial was scored on: its metric trial/heldout_items, a results column
+HELDOUT_ITEMS = "heldout_items"
+
+
+def heldout_items(df: pd.DataFrame | None = None, outcomes: Outcomes | None = None) -> int | None:
+    """The number n of held-out items every accuracy of a study counts over: the outcomes' own
+    n, else the trials' recorded :data:`HELDOUT_ITEMS` when they all agree; None when the
+    record does not say (a study recorded before either)."""
+    if outcomes:
+        sizes = {o.n for o in outcomes.trials.values()}
+        if len(sizes) == 1:
+            return sizes.pop()
+    if df is not None and HELDOUT_ITEMS in df:
+        values = pd.to_numeric(df[HELDOUT_ITEMS], errors="coerce").dropna().unique()
+        if len(values) == 1 and values[0] >= 1:
+            return int(values[0])
+    return None
+
+
 __all__ = [
-    "BASELINE_FOLDER", "TRIAL_ARTIFACT", "Outcomes", "SystemOutcomes", "baseline_file",
-    "outcome_frame", "parse_baseline_file", "read_outcomes", "write_outcomes",
+    "BASELINE_FOLDER",
+    "HELDOUT_ITEMS",
+    "TRIAL_ARTIFACT",
+    "Outcomes",
+    "SystemOutcomes",
+    "baseline_file",
+    "heldout_items",
+    "outcome_frame",
+    "parse_baseline_file",
+    "read_outcomes",
+    "write_outcomes",
 ]  # fmt: skip

@@ -13,6 +13,11 @@ an effect X are the fewest r whose detectable size is at most X.
 Assumptions, said once: the error mean square of the finished study is the error of the planned
 one (same data, model and budget), and the planned design is the finished design replicated.
 
+An accuracy is a count over n held-out items (``PowerBasis.items``, when the record says): no
+detectable size is smaller than one item (1 / n), however many replicates, and an effect
+smaller than one item needs more held-out items, not more replicates
+(:attr:`ReplicatePlan.items_needed`).
+
 What planning needs of a fit is small: each effect's standard error, the design's runs, points
 and parameters, and the error. That is a response's :class:`PowerBasis`. A study's report writes
 the basis of every response it fits (:data:`BASIS_FILE`, beside ``report.json``), tied to the
@@ -31,13 +36,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from analysis.t_power import noncentrality
+from analysis.units import is_accuracy
 
 if TYPE_CHECKING:
     from analysis.surface import ResponseSurface
 
 MAX_REPLICATES = 1000
 BASIS_FILE = "power_basis.json"
-BASIS_VERSION = 1
+BASIS_VERSION = 2  # 2: the held-out items
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,14 @@ class ReplicatePlan:
     detectable_now: float | None
     replicates_needed: int | None
     detectable_then: float | None
+    std_err: float | None = None
+    items: int | None = None  # the held-out items an accuracy counts over, when known
+    items_needed: int | None = None  # set when ``effect`` is less than one held-out item
+
+    @property
+    def resolution_limited(self) -> bool:
+        """Whether the held-out set, not the replicates, limits detecting ``effect``."""
+        return self.items_needed is not None
 
 
 @dataclass(frozen=True)
@@ -108,9 +122,16 @@ class PowerBasis:
     blocks: str | None
     exact: bool
     effects: tuple[BasisEffect, ...]
+    items: int | None = None  # the held-out items an accuracy counts over, when recorded
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def floor(self, size: float | None) -> float | None:
+        """``size`` floored at one held-out item, for an accuracy whose items are known."""
+        if size is None or not self.items or not is_accuracy(self.response):
+            return size
+        return max(size, 1.0 / self.items)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PowerBasis:
@@ -121,15 +142,16 @@ class PowerBasis:
         )
 
 
-def power_basis(surface: ResponseSurface) -> PowerBasis:
-    """The planning basis of a fitted response surface."""
+def power_basis(surface: ResponseSurface, items: int | None = None) -> PowerBasis:
+    """The planning basis of a fitted response surface; ``items``: the held-out items its
+    accuracy counts over, when known."""
     from analysis.surface import factor_effects
 
     effects = tuple(BasisEffect(e.factor, e.change, e.std_err) for e in factor_effects(surface))
     return PowerBasis(
         surface.response, _design(surface), round(float(surface._fit.df_resid)),
         float(surface.error_ms), int(surface.error_df), surface.blocks, bool(surface.exact),
-        effects,
+        effects, items,
     )  # fmt: skip
 
 
@@ -146,11 +168,14 @@ def trials_fingerprint(rows: list[tuple[Any, Any, Any]]) -> str:
 
 
 def write_bases(
-    fits: dict[str, ResponseSurface | None], fingerprint: str, folder: str | Path
+    fits: dict[str, ResponseSurface | None],
+    fingerprint: str,
+    folder: str | Path,
+    items: int | None = None,
 ) -> Path:
     """Write :data:`BASIS_FILE` under ``folder``: the basis of every fitted response, tied to
-    the trials' ``fingerprint``."""
-    bases = {r: power_basis(s).to_json() for r, s in fits.items() if s is not None}
+    the trials' ``fingerprint``; ``items``: the held-out items the accuracies count over."""
+    bases = {r: power_basis(s, items).to_json() for r, s in fits.items() if s is not None}
     path = Path(folder) / BASIS_FILE
     path.write_text(json.dumps({"version": BASIS_VERSION, "trials": fingerprint,
                                 "responses": bases}, indent=1))  # fmt: skip
@@ -225,13 +250,17 @@ def replicates_for(
             "to plan from; replicate its points first"
         )
     design = basis.design
+    below = basis.floor(effect) > effect  # smaller than one held-out item: unobservable
+    items_needed = math.ceil(1.0 / effect - 1e-9) if below else None
     plans = []
     for e in basis.effects:
-        needed = _fewest(e, design, effect, alpha, power)
+        needed = None if below else _fewest(e, design, effect, alpha, power)
         then = None if needed is None else detectable_at(e, design, needed, alpha, power)
         now = _detectable_now(basis, e, alpha, power)
         plans.append(ReplicatePlan(basis.response, e.factor, e.change, effect,
-                                   design.replicates, now, needed, then))  # fmt: skip
+                                   design.replicates, basis.floor(now), needed,
+                                   basis.floor(then), e.std_err, basis.items,
+                                   items_needed))  # fmt: skip
     return tuple(plans)
 
 
@@ -242,5 +271,6 @@ def detectable_with(
     """(change, the smallest effect detected with ``replicates`` per point) of every effect."""
     basis = _basis(surface)
     return tuple(
-        (e.change, detectable_at(e, basis.design, replicates, alpha, power)) for e in basis.effects
+        (e.change, basis.floor(detectable_at(e, basis.design, replicates, alpha, power)))
+        for e in basis.effects
     )

@@ -34,6 +34,7 @@ SUMMARY_METRICS = {
     "trial/examples_seen": "examples_seen",
     "trial/steps": "steps",
     "trial/resumed_from": "resumed_from",  # examples seen at the last resume; 0: never resumed
+    "trial/heldout_items": "heldout_items",  # the held-out items every accuracy counts over
 }
 
 

@@ -49,6 +49,7 @@ from analysis.fits import (
     independent_trials,
     run_blocks,
 )
+from analysis.measurement import resolution_words
 from analysis.units import is_accuracy, level
 
 __all__ = [
@@ -387,7 +388,7 @@ def _source_return_html(shown: dict[str, Path], missing: dict[str, Path]) -> str
 def _baselines_html(analysis: StudyAnalysis) -> str:
     """The baselines section: what each measured on the probes, and the best point beside
     them with its interval and the verdict (:mod:`analysis.baselines`)."""
-    found = baselines_json(analysis.results, analysis.best)
+    found = baselines_json(analysis.results, analysis.best, analysis.standings)
     if not found:
         return ('<h2 id="baselines">Baselines</h2><p>No baseline was measured for this study '
                 "(<code>baselines: []</code>, or a study recorded before baselines existed): "
@@ -419,11 +420,58 @@ def _baselines_html(analysis: StudyAnalysis) -> str:
     table = (f"<table><thead><tr><th>representation</th>{head}<th>best point</th></tr></thead>"
              f"<tbody>{''.join(rows)}</tbody></table>")  # fmt: skip
     said = analysis.headline.against or ""
-    return (f'<h2 id="baselines">Baselines</h2><p>{html.escape(said)}</p>'
-            f"{_scrolling_tables(table)}<p>Each baseline is scored by the trials' own "
+    paired = _paired_html(analysis)
+    measured = ""
+    if analysis.items:
+        p = best.mean if best is not None and is_accuracy(best.metric) else None
+        measured = f'<p class="resolution">{html.escape(resolution_words(analysis.items, p))}</p>'
+    how = (
+        "paired on the shared held-out items (per replicate an exact McNemar test; over "
+        "replicates the mean paired difference with its 95% interval, counting seeds and "
+        "items)"
+        if paired
+        else "against the best point's 95% interval over replicates"
+    )
+    return (f'<h2 id="baselines">Baselines</h2><p>{html.escape(said)}</p>{measured}'
+            f"{_scrolling_tables(table)}{paired}<p>Each baseline is scored by the trials' own "
             "evaluation: the same held-out rows, the same k-NN and linear probes fit on the same "
-            "probe rows. The last column compares the target's best point, with its 95% "
-            "interval over replicates, against each.</p>")  # fmt: skip
+            f"probe rows. The last column compares the target's best point with each, {how}."
+            "</p>")  # fmt: skip
+
+
+def _paired_html(analysis: StudyAnalysis) -> str:
+    """The paired comparisons behind the verdicts: per replicate, the discordant items (only
+    the trained encoder right, only the baseline right) and McNemar's exact p; over replicates,
+    the mean paired difference and its interval. Empty without per-item outcomes."""
+    rows = []
+    for s in analysis.standings:
+        if s.paired is None:
+            continue
+        d = s.paired.difference
+        for t in s.paired.tests:
+            against = "" if t.against_seed is None else f" (its seed {t.against_seed})"
+            rows.append(
+                f"<tr><td>{html.escape(s.name)}{against}</td><td>{t.seed}</td><td>{t.b}</td>"
+                f"<td>{t.c}</td><td>{t.p:.3g}</td><td></td></tr>"
+            )
+        rows.append(
+            f"<tr><td><b>{html.escape(s.name)}</b>, over replicates</td><td>all</td>"
+            f"<td><b>{s.paired.only_trained}</b></td><td><b>{s.paired.only_baseline}</b></td>"
+            f"<td></td><td>{_signed_points(d.mean)} ({_signed_points(d.low)} to "
+            f"{_signed_points(d.high)}): <b>{html.escape(s.verdict)}</b></td></tr>"
+        )
+    if not rows:
+        return ""
+    head = ("<tr><th>against</th><th>seed</th><th>items only the trained encoder got right</th>"
+            "<th>items only the baseline got right</th><th>exact McNemar p</th>"
+            "<th>mean paired difference (95% interval)</th></tr>")  # fmt: skip
+    return _scrolling_tables(
+        f'<table class="paired"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+    )
+
+
+def _signed_points(value: float) -> str:
+    return f"{'+' if value >= 0 else '−'}{abs(value) * 100:.2f} points"
 
 
 _HEADING = re.compile(r"<h([23])((?:\s[^>]*)?)>(.*?)</h\1>", re.S)

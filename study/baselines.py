@@ -4,9 +4,12 @@ kept on its parent run.
 The parent run gets one metric per baseline value, ``baseline/<kind>/<metric>`` (the mean over
 seeds for a seeded kind), the tag ``study.baselines`` (the JSON the results table and the report
 read: each kind's metrics, its per-seed probe scores and what was measured) and the artifact
-``baselines.json`` (everything, per seed). A resumed study finds them there and measures nothing;
-a new study on the same data and architecture reads them from the cache
-(:func:`trainables.baselines.measure_baselines`).
+``baselines.json`` (everything, per seed), and each system's per-item outcomes (every probe's
+label for each held-out item) under ``baselines/outcomes/`` as one Parquet table per system
+(:func:`analysis.outcomes.baseline_file`: ``raw.parquet``, ``random_init-seed0.parquet`` …); the
+tag and ``baselines.json`` leave the outcomes out. A resumed study finds them there and measures
+nothing (it logs the outcome files only if they are missing); a new study on the same data and
+architecture reads them from the cache (:func:`trainables.baselines.measure_baselines`).
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ def tag_json(found: dict[str, Baseline], note: str = "") -> str:
     whole per-seed record is the artifact), within MLflow's limit for a tag."""
     data: dict[str, Any] = {}
     for kind, baseline in found.items():
-        entry = baseline.to_json()
+        entry = baseline.to_json(outcomes=False)
         entry["per_seed"] = {
             s: {k: v for k, v in m.items() if k.startswith("probe/")}
             for s, m in entry["per_seed"].items()
@@ -90,6 +93,7 @@ def measure_for_study(spec: StudySpec, design, record, parent_id: str, quiet: bo
     text = tag_json(found, note)
     parent = record.client.get_run(parent_id)
     if parent.data.tags.get(BASELINES_TAG) == text:  # a resumed study: logged already
+        log_outcomes(record.client, parent_id, found, only_missing=True)
         return
     now = int(time.time() * 1000)
     metrics = [
@@ -101,12 +105,37 @@ def measure_for_study(spec: StudySpec, design, record, parent_id: str, quiet: bo
     record.client.log_batch(parent_id, metrics=metrics, tags=[RunTag(BASELINES_TAG, text)])
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / BASELINES_ARTIFACT
-        whole = {kind: b.to_json() | {"note": note} for kind, b in found.items()}
+        whole = {kind: b.to_json(outcomes=False) | {"note": note} for kind, b in found.items()}
         path.write_text(json.dumps(whole, indent=1, sort_keys=True))
         record.client.log_artifact(parent_id, str(path))
+    log_outcomes(record.client, parent_id, found)
     if not quiet:
         took = time.perf_counter() - t0
         print(f"baselines ({', '.join(found)}) measured in {took:.1f} s: {summary(found)}")
+
+
+def log_outcomes(
+    client, parent_id: str, found: dict[str, Baseline], only_missing: bool = False
+) -> list[str]:
+    """Each baseline system's outcomes (``Baseline.outcomes``) as a Parquet table under
+    ``baselines/outcomes/`` on the parent run (every one, replacing what is there; with
+    ``only_missing``, those not there yet). Returns the file names logged."""
+    from analysis.outcomes import BASELINE_FOLDER, baseline_file
+    from study.record import write_outcome_json
+
+    systems = {baseline_file(kind, seed): outcomes
+               for kind, baseline in found.items()
+               for seed, outcomes in baseline.systems().items()}  # fmt: skip
+    if only_missing and systems:
+        there = {Path(a.path).name for a in client.list_artifacts(parent_id, BASELINE_FOLDER)}
+        systems = {name: o for name, o in systems.items() if name not in there}
+    if not systems:
+        return []
+    with tempfile.TemporaryDirectory(prefix="outcomes-") as tmp:
+        for name, outcomes in systems.items():
+            write_outcome_json(Path(tmp) / name, outcomes)
+        client.log_artifacts(parent_id, tmp, BASELINE_FOLDER)
+    return sorted(systems)
 
 
 def _free_step(client, parent, key: str) -> int:

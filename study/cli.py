@@ -251,7 +251,8 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
             return {}, ""
         # the analysis (statsmodels, pandas: seconds) only for a study there is to plan from
         from analysis.load import results_frame
-        from analysis.power import detectable_with
+        from analysis.outcomes import heldout_items
+        from analysis.power import detectable_with, power_basis
         from analysis.report import DEFAULT_RESPONSES
         from study.export import results_table
 
@@ -259,30 +260,46 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
         if "status" in df:
             df = df[df["status"] == "finished"]
         out = {}
+        items = heldout_items(df)
         for metric in (m for m in DEFAULT_RESPONSES if m in df):
             try:
-                sizes = detectable_with(_surface_for(df, metric), spec.design.replicates)
+                basis = power_basis(_surface_for(df, metric), items)
+                sizes = detectable_with(basis, spec.design.replicates)
             except (StudyError, ValueError):
                 continue  # nothing to plan from for this metric (flat, exact, unsupported)
             out[metric] = {change: size for change, size in sizes if size is not None}
+        if out and items:
+            out["__items__"] = items  # the resolution the accuracies are floored at
         return out, "" if out else "its results carry no error to plan from"
     except Exception as err:  # the plan itself never fails on the record
         return {}, f"the record could not be read ({type(err).__name__}: {err})"
 
 
 def _detectable_lines(detectable: dict, why: str, table) -> list[str]:
-    from analysis.units import amount
+    from analysis.units import amount, is_accuracy
 
     spec = table.spec
     if not detectable:
         return [f"study {spec.study!r} has finished trials, but {why}"] if why else []
+    detectable = dict(detectable)
+    items = detectable.pop("__items__", None)
     lines = [
         f"smallest effects detected at 80% power with {spec.design.replicates} replicates per "
         f"point, from the finished study {spec.study!r}'s error:"
     ]
+    limited = False
     for metric, sizes in detectable.items():
-        lines.append(f"  {metric}: " + "; ".join(f"{c} {amount(metric, v)}"
-                                                 for c, v in sizes.items()))  # fmt: skip
+        shown = []
+        for change, size in sizes.items():
+            floor = items and is_accuracy(metric) and size <= 1 / items * (1 + 1e-9)
+            limited = limited or bool(floor)
+            note = " (one held-out item)" if floor else ""
+            shown.append(f"{change} {amount(metric, size)}{note}")
+        lines.append(f"  {metric}: " + "; ".join(shown))
+    if items:
+        lines.append(f"  accuracies count {items:,} held-out items: one item is "
+                     f"{100 / items:.2g} points, the finest any accuracy resolves"
+                     + ("; heldout_size, not the replicates, limits what is marked" * limited))
     return lines
 
 
@@ -682,7 +699,7 @@ def power(
 
     The answer comes from the finished study's own error, for the same design replicated."""
     from analysis.power import MAX_REPLICATES, power_basis, replicates_for
-    from analysis.units import amount, from_typed
+    from analysis.units import amount, from_typed, is_accuracy
     from study.record import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
@@ -693,9 +710,11 @@ def power(
         basis = _stored_basis(record, trials, metric)
         if basis is None:  # no report written for these trials: fit them here
             from analysis.load import results_frame
+            from analysis.outcomes import heldout_items
             from study.export import results_table
 
-            basis = power_basis(_surface_for(results_frame(results_table(record)), metric))
+            df = results_frame(results_table(record))
+            basis = power_basis(_surface_for(df, metric), heldout_items(df))
         size = from_typed(metric, effect)  # points -> the recorded fraction for an accuracy
         plans = replicates_for(basis, size, alpha=alpha, power=power_)
     except (StudyError, ValueError) as err:
@@ -708,8 +727,20 @@ def power(
         f"{plans[0].replicates_now:g} replicate{'' if plans[0].replicates_now == 1 else 's'} "
         "per point now):"
     )
+    if basis.items and is_accuracy(metric):
+        typer.echo(
+            f"  resolution: {basis.items:,} held-out items, one item = {100 / basis.items:.2g} "
+            "points; no detectable size is smaller"
+        )
     for plan in plans:
         now = "n/a" if plan.detectable_now is None else amount(metric, plan.detectable_now)
+        if plan.resolution_limited:
+            typer.echo(
+                f"  {plan.change}: detectable now {now}; {amount(metric, size)} is less than one "
+                f"held-out item of {plan.items:,}: heldout_size limits it, not the replicates; "
+                f"resolving it needs at least {plan.items_needed:,} held-out items"
+            )
+            continue
         if plan.replicates_needed is None:
             need = f"more than {MAX_REPLICATES} replicates per point"
         else:

@@ -88,6 +88,9 @@ SPEC_ARTIFACT = "study.yaml"
 EVIDENCE_ARTIFACTS = "evidence"
 EVIDENCE_TABLES = ("per_class", "per_group", "shift", "source_return")
 SOURCE_RETURN_PNG = "source_return.png"
+# the per-item outcomes (evidence["outcomes"]) as one Parquet table, there:
+# analysis.outcomes.TRIAL_ARTIFACT (imported where written: it loads pandas)
+OUTCOMES_KEY, OUTCOMES_FILE = "outcomes", "outcomes.parquet"
 MAX_PARAM, MAX_TAG = 6000, 8000  # MLflow's limits on a param's and a tag's value
 METRIC_PREFIXES = ("train/", "z/", "h/", "sim/", "probe/", "loss/", "time/", "trial/", "shift/")
 # MLflow 3's UI opens an experiment as a GenAI one unless it is told otherwise: this kind opens
@@ -648,17 +651,22 @@ def training_dataset(config: TrialConfig) -> DatasetInput:
 
 
 def evidence_files(evidence: dict[str, Any], folder: Path) -> list[Path]:
-    """Write a trial's evidence into ``folder``: ``evidence.json`` (all of it but the panel),
-    one CSV per table (``per_class``, ``per_group``, ``shift``, ``source_return``; empty ones
-    skipped) and ``source_return.png`` (the panel, when the data are images). Returns the
-    files written; none for an empty evidence."""
+    """Write a trial's evidence into ``folder``: ``evidence.json`` (all of it but the panel
+    and the outcomes), one CSV per table (``per_class``, ``per_group``, ``shift``,
+    ``source_return``; empty ones skipped), ``source_return.png`` (the panel, when the data are
+    images) and ``outcomes.parquet`` (every probe's label for each held-out item,
+    :func:`analysis.outcomes.write_outcomes`). Returns the files written; none for an empty
+    evidence."""
     if not evidence:
         return []
     written = []
     png = evidence.get("source_return_png")
-    rest = {k: v for k, v in evidence.items() if k != "source_return_png"}
+    outcomes = evidence.get(OUTCOMES_KEY)
+    rest = {k: v for k, v in evidence.items() if k not in ("source_return_png", OUTCOMES_KEY)}
     (folder / "evidence.json").write_text(json.dumps(rest, indent=1))
     written.append(folder / "evidence.json")
+    if outcomes:
+        written.append(write_outcome_json(folder / OUTCOMES_FILE, outcomes))
     for name in EVIDENCE_TABLES:
         rows = evidence.get(name) or []
         if rows:
@@ -672,6 +680,13 @@ def evidence_files(evidence: dict[str, Any], folder: Path) -> list[Path]:
         (folder / SOURCE_RETURN_PNG).write_bytes(base64.b64decode(png))
         written.append(folder / SOURCE_RETURN_PNG)
     return written
+
+
+def write_outcome_json(path: Path, outcomes: dict[str, Any]) -> Path:
+    """One system's outcomes (:func:`trainables.outcomes.outcome_json`) as its Parquet table."""
+    from analysis.outcomes import write_outcomes
+
+    return write_outcomes(path, outcomes["item"], outcomes["label"], outcomes["predictions"])
 
 
 def _create_experiment(client, study: str, location: str | None) -> str:
@@ -851,7 +866,7 @@ class StudyRecord:
             )
         self.client.set_tag(run_id, MLFLOW_RUN_NOTE, markdown)
 
-    def log_summary(self, run_id: str, df, metric: str, mode: str):
+    def log_summary(self, run_id: str, df, metric: str, mode: str, outcomes=None):
         """The study's summary on its parent run, from the results table ``df``: metrics
         ``study/trials``, ``study/trials_finished`` and, when a finished trial has a value of
         ``metric``, ``study/best_mean``, ``study/best_n`` and the 95 % t interval
@@ -860,8 +875,10 @@ class StudyRecord:
         logged earlier for another best point is overwritten with NaN); tags
         ``study.best_point_id``, ``study.best_factors`` (JSON), ``study.target_metric`` and
         ``study.target_mode``. Step: the number of finished trials (a value already logged
-        there is not logged again: see ``_summary_step``). Returns the
-        :class:`analysis.best.BestPoint`, or None when nothing finished with a value.
+        there is not logged again: see ``_summary_step``). ``outcomes``: the study's per-item
+        outcomes (the interval then counts the held-out items too, as the report's does).
+        Returns the :class:`analysis.best.BestPoint`, or None when nothing finished with a
+        value.
         """
         from analysis.best import best_point, finished_trials
 
@@ -872,7 +889,7 @@ class StudyRecord:
         best = None
         if metric in df.columns:  # else no trial logged it (every one failed early)
             with contextlib.suppress(LookupError):  # no finished trial has a value of it
-                best = best_point(df, metric, mode)
+                best = best_point(df, metric, mode, outcomes=outcomes)
         if best is not None:
             values |= {"best_mean": best.mean, "best_n": float(best.n)}
             tags |= {"study.best_point_id": best.point_id,
@@ -1029,7 +1046,7 @@ class StudyRecord:
         stamp = int(time.time() * 1000)
         final = [
             Metric(f"trial/{k}", float(summary[k]), stamp, int(summary.get("examples_seen", 0)))
-            for k in ("wall_s", "examples_seen", "steps", "resumed_from")
+            for k in ("wall_s", "examples_seen", "steps", "resumed_from", "heldout_items")
             if isinstance(summary.get(k), int | float)
         ]
         self.client.log_batch(run_id, metrics=final, tags=tags)

@@ -47,7 +47,7 @@ def make_report(
     )
     study = df.attrs.get("study") or "study"
     folder = Path(out) if out else Path("studies") / study / "report"
-    analysis = analyse(df)
+    analysis = analyse(df, outcomes=study_outcomes(record, tracking_uri))
     with tempfile.TemporaryDirectory(prefix="source-return-") as tmp:
         returned = source_return(record, df, Path(tmp)) if record is not None else {}
         panels = {label: panel for label, (panel, _) in returned.items()}
@@ -64,6 +64,20 @@ def make_report(
     return analysis.to_json(), folder
 
 
+def study_outcomes(record: StudyRecord | None, tracking_uri: str):
+    """The study's per-item outcomes from its record (:func:`analysis.load.load_outcomes`), or
+    None without a record; a record older than the outcomes gives an empty set (the analysis
+    then counts the seeds alone, and says so)."""
+    if record is None:
+        return None
+    from analysis.load import load_outcomes
+
+    try:
+        return load_outcomes(record.study, tracking_uri)
+    except (LookupError, OSError, ValueError, MlflowException):
+        return None
+
+
 def _write_power_bases(analysis, df: pd.DataFrame, folder: Path) -> None:
     """Every fitted response's planning basis beside the report, tied to the trials it was
     fitted on, so that ``study power`` answers without fitting again (analysis.power)."""
@@ -71,9 +85,11 @@ def _write_power_bases(analysis, df: pd.DataFrame, folder: Path) -> None:
 
     if not {"trial_key", "run_id", "status"} <= set(df.columns):
         return  # a results file from before run ids were exported: power fits afresh
+    from analysis.outcomes import heldout_items
+
     rows = list(zip(df["trial_key"], df["run_id"], df["status"], strict=True))
     surfaces = {r: f.surface for r, f in analysis.fits.items()}
-    write_bases(surfaces, trials_fingerprint(rows), folder)
+    write_bases(surfaces, trials_fingerprint(rows), folder, heldout_items(df, analysis.outcomes))
 
 
 def source_return(record: StudyRecord, df, folder: Path) -> dict[str, tuple[Path, object]]:

@@ -938,9 +938,12 @@ def _summarise(record: StudyRecord, parent_id: str, results: Path, spec: StudySp
     """The parent run's summary metrics (trials finished, the best point's mean and interval)
     from the results table just exported; a failure here never loses the record."""
     from analysis.load import read_results
+    from study.reporting import study_outcomes
 
     try:
-        record.log_summary(parent_id, read_results(results), spec.target.metric, spec.target.mode)
+        outcomes = study_outcomes(record, record.uri)
+        record.log_summary(parent_id, read_results(results), spec.target.metric, spec.target.mode,
+                           outcomes)  # fmt: skip
     except Exception as err:  # the study itself is complete and recorded
         print(f"the parent run's summary was not logged: {type(err).__name__}: {err}")
 

@@ -70,32 +70,50 @@ SUPERVISED_FIELDS = (
     "budget_examples", "batch_size", "optimizer", "base_lr", "lr_scaling", "momentum",
     "weight_decay", "warmup_fraction", "schedule",
 )  # fmt: skip
-CACHE_VERSION = 1
+# 2: each system's per-item outcomes kept (Baseline.outcomes); a cache without them is measured
+# again
+CACHE_VERSION = 2
+UNSEEDED = ""  # the key of the one system of an unseeded kind (raw) in Baseline.outcomes
 
 
 @dataclass(frozen=True)
 class Baseline:
     """One kind's measurement: ``metrics`` (name -> value; the mean over seeds for a seeded
     kind), ``per_seed`` (seed -> metrics; empty for ``raw``, which has no seed), ``seconds`` it
-    took (0 when read from the cache) and ``about``: what was measured, in words."""
+    took (0 when read from the cache), ``about``: what was measured, in words, and
+    ``outcomes``: each system's per-item outcomes (:func:`trainables.outcomes.outcome_json`),
+    keyed ``str(seed)`` for a seeded kind and :data:`UNSEEDED` (``""``) for ``raw``."""
 
     kind: str
     metrics: dict[str, float]
     per_seed: dict[int, dict[str, float]] = field(default_factory=dict)
     seconds: float = 0.0
     about: str = ""
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
+    def to_json(self, outcomes: bool = True) -> dict[str, Any]:
+        """The JSON of the measurement; without the per-item ``outcomes`` when not
+        ``outcomes`` (a tag or a summary: they are lists as long as the held-out split)."""
+        data = {
             "kind": self.kind, "name": NAMES[self.kind], "metrics": self.metrics,
             "per_seed": {str(s): m for s, m in self.per_seed.items()},
             "seeds": sorted(self.per_seed), "about": self.about,
         }  # fmt: skip
+        if outcomes:
+            data["outcomes"] = self.outcomes
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any], seconds: float = 0.0) -> Baseline:
         per_seed = {int(s): dict(m) for s, m in (data.get("per_seed") or {}).items()}
-        return cls(data["kind"], dict(data["metrics"]), per_seed, seconds, data.get("about", ""))
+        outcomes = {str(k): dict(v) for k, v in (data.get("outcomes") or {}).items()}
+        return cls(data["kind"], dict(data["metrics"]), per_seed, seconds, data.get("about", ""),
+                   outcomes)  # fmt: skip
+
+    def systems(self) -> dict[int | None, dict[str, Any]]:
+        """The outcomes by system: seed -> outcomes, None for the unseeded raw input."""
+        return {None if key == UNSEEDED else int(key): found
+                for key, found in self.outcomes.items()}  # fmt: skip
 
 
 def cache_dir() -> Path:
@@ -141,7 +159,7 @@ def _cached(kind: str, config: TrialConfig, seeds: tuple[int, ...], use_cache: b
     t0 = time.perf_counter()
     found = MEASURES[kind](config, seeds)
     found = Baseline(found.kind, found.metrics, found.per_seed, time.perf_counter() - t0,
-                     found.about)  # fmt: skip
+                     found.about, found.outcomes)  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(f".{os.getpid()}.partial")
     partial.write_text(json.dumps(found.to_json(), sort_keys=True))
@@ -156,34 +174,43 @@ def flat_inputs(data: DataBundle, x: torch.Tensor) -> torch.Tensor:
 
 def raw_baseline(config: TrialConfig, seeds: tuple[int, ...] = ()) -> Baseline:
     """The trial's probes on the flattened input (:func:`flat_inputs`) of the probe rows and
-    the held-out rows, under the ``_h`` names."""
+    the held-out rows, under the ``_h`` names; its outcomes keyed :data:`UNSEEDED`."""
     from trainables.data import load_data
-    from trainables.probes import probe_metrics
+    from trainables.outcomes import heldout_items, outcome_json
+    from trainables.probes import fit_probes, predictions_top1
 
     data = load_data(config)
     train_x = flat_inputs(data, data.train_x[data.probe_index])
     held_x = flat_inputs(data, data.heldout_x)
     train = {"h": train_x, "z": train_x, "y": data.train_y[data.probe_index]}
-    held = {"h": held_x, "z": held_x, "y": data.heldout_y}
-    scores = probe_metrics(
-        train, held, k=config.knn_k, knn_temperature=config.knn_temperature,
+    classes = int(max(train["y"].max(), data.heldout_y.max())) + 1
+    probes = fit_probes(
+        train, num_classes=classes, k=config.knn_k, knn_temperature=config.knn_temperature,
         linear=config.linear_probe, max_iter=config.linear_probe_iters,
     )  # fmt: skip
-    metrics = {k: v for k, v in scores.items() if k.endswith("_h")}
+    # z is h here: the _h names alone are reported, so only h is labelled
+    predictions = {(probe, "h"): probes.predict(probe, "h", held_x) for probe in probes.names}
+    metrics = predictions_top1(predictions, data.heldout_y)
+    outcomes = {UNSEEDED: outcome_json(heldout_items(data), data.heldout_y, predictions, ("h",))}
     about = (
         f"the {data.input_shape} input flattened to {train_x.shape[1]} values, "
         f"probes fit on {len(train_x)} rows, scored on {len(held_x)} held-out rows"
     )
-    return Baseline("raw", metrics, {}, 0.0, about)
+    return Baseline("raw", metrics, {}, 0.0, about, outcomes)
 
 
-def _evaluated(config: TrialConfig, model: nn.Module, data: DataBundle) -> dict[str, float]:
-    """The trial's evaluation of ``model``, less what depends on the study's factors."""
-    from trainables.train import evaluate, resolve_device
+def _evaluated(
+    config: TrialConfig, model: nn.Module, data: DataBundle
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """The trial's evaluation of ``model``, less what depends on the study's factors, and
+    its per-item outcomes (:func:`trainables.outcomes.outcome_json`)."""
+    from trainables.outcomes import heldout_items, outcome_json
+    from trainables.train import evaluate_predictions, resolve_device
 
     device = resolve_device(config)
-    metrics = evaluate(config, model.to(device), data, device)
-    return {k: float(v) for k, v in metrics.items() if k.startswith(PREFIXES)}
+    metrics, predictions = evaluate_predictions(config, model.to(device), data, device)
+    outcomes = outcome_json(heldout_items(data), data.heldout_y, predictions)
+    return {k: float(v) for k, v in metrics.items() if k.startswith(PREFIXES)}, outcomes
 
 
 def _mean(per_seed: dict[int, dict[str, float]]) -> dict[str, float]:
@@ -202,15 +229,16 @@ def random_init_baseline(config: TrialConfig, seeds: tuple[int, ...]) -> Baselin
     from trainables.train import seed_everything
 
     data = load_data(config)
-    per_seed = {}
+    per_seed, outcomes = {}, {}
     for seed in seeds:
         seed_everything(seed)  # the initial weights of a trial with this seed
-        per_seed[seed] = _evaluated(config, build_model(config, data.input_shape), data)
+        model = build_model(config, data.input_shape)
+        per_seed[seed], outcomes[str(seed)] = _evaluated(config, model, data)
     about = (
         f"{config.encoder} and its {config.projection} head at initialisation, "
         f"seeds {_listed(seeds)}"
     )
-    return Baseline("random_init", _mean(per_seed), per_seed, 0.0, about)
+    return Baseline("random_init", _mean(per_seed), per_seed, 0.0, about, outcomes)
 
 
 def supervised_baseline(config: TrialConfig, seeds: tuple[int, ...]) -> Baseline:
@@ -218,16 +246,16 @@ def supervised_baseline(config: TrialConfig, seeds: tuple[int, ...]) -> Baseline
     from trainables.data import load_data
 
     data = load_data(config)
-    per_seed = {}
+    per_seed, outcomes = {}, {}
     for seed in seeds:
         model = train_supervised(config.model_copy(update={"seed": seed}), data)
-        per_seed[seed] = _evaluated(config, model, data)
+        per_seed[seed], outcomes[str(seed)] = _evaluated(config, model, data)
     about = (
         f"{config.encoder} trained with labels (cross-entropy, a linear classifier on h) on "
         f"{config.examples_seen:,} examples in batches of {config.batch_size}, "
         f"seeds {_listed(seeds)}"
     )
-    return Baseline("supervised", _mean(per_seed), per_seed, 0.0, about)
+    return Baseline("supervised", _mean(per_seed), per_seed, 0.0, about, outcomes)
 
 
 def train_supervised(config: TrialConfig, data: DataBundle) -> nn.Module:

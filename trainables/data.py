@@ -67,6 +67,11 @@ class DataBundle:
     # (Nh,) group ids of the held-out rows, for per-group evidence only (never trained on);
     # negative where a row has no group. None exactly when ``has_groups(config)`` is False.
     heldout_groups: Tensor | None = None
+    # (Nh,) int64 id of each held-out row: its index in the dataset's held-out pool (the same
+    # rows get the same ids in every trial and baseline of a study), so per-item outcomes
+    # (trainables.outcomes) pair item by item. None where the loader has no such index (toy
+    # data, image folders): then the ids are the rows' positions, 0 .. Nh - 1.
+    heldout_ids: Tensor | None = None
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -190,7 +195,7 @@ def _digits(config: TrialConfig) -> DataBundle:
     mean, std = _NORMALISATION["digits"]
     return DataBundle(
         "digits", "image", images[train], labels[train], images[held], labels[held],
-        probe, None, mean, std,
+        probe, None, mean, std, heldout_ids=held.long(),
     )  # fmt: skip
 
 
@@ -300,7 +305,7 @@ def _torchvision_cifar(config: TrialConfig, root: Path) -> DataBundle:
         config.dataset, "image",
         to_tensor(train.data), torch.tensor(train.targets),
         to_tensor(test.data)[held], torch.tensor(test.targets)[held],
-        probe, None, mean, std,
+        probe, None, mean, std, heldout_ids=held.long(),
     )  # fmt: skip
 
 
@@ -334,7 +339,7 @@ def _idx_images(config: TrialConfig, root: Path) -> DataBundle:
     train_x, test_x = resized(train_x, config.image_size), resized(test_x, config.image_size)
     return DataBundle(
         config.dataset, "image", train_x, train_y, test_x[held], test_y[held], probe, None,
-        mean, std,
+        mean, std, heldout_ids=held.long(),
     )  # fmt: skip
 
 
@@ -358,7 +363,7 @@ def _stl10(config: TrialConfig, root: Path) -> DataBundle:
     return DataBundle(
         "stl10", "image", torch.from_numpy(train.data), labels,
         torch.from_numpy(test.data)[held], torch.tensor(test.labels, dtype=torch.long)[held],
-        probe, None, mean, std,
+        probe, None, mean, std, heldout_ids=held.long(),
     )  # fmt: skip
 
 

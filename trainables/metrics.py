@@ -78,10 +78,10 @@ def evaluation_metrics(config: TrialConfig) -> tuple[str, ...]:
 def final_metrics(config: TrialConfig) -> tuple[str, ...]:
     """Every numeric name in the result of a trial that reached its last step: the last
     evaluation's metrics (those of every evaluation and the evidence's,
-    :func:`evidence_metrics`), ``examples_seen``, ``steps``, ``wall_s`` and
+    :func:`evidence_metrics`), ``examples_seen``, ``steps``, ``wall_s``, ``heldout_items`` and
     ``time/*``. A trial that diverged or collapsed before its last step lacks the evidence's."""
     times = tuple(f"time/{k}" for k in TIMES)
     return (
         *evaluation_metrics(config), *evidence_metrics(config),
-        "examples_seen", "steps", "resumed_from", "wall_s", *times,
+        "examples_seen", "steps", "resumed_from", "wall_s", "heldout_items", *times,
     )  # fmt: skip

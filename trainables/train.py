@@ -17,8 +17,10 @@ encoders run channels_last on every device (:func:`uses_channels_last`).
 
 The final evaluation (at the last step) also measures the trial's evidence once
 (:mod:`trainables.measures`: conditional geometry, subgroup probes, shift tests, source return):
-its metrics join that evaluation's, its tables are the result's ``evidence``; a trial that
-diverged or collapsed before its last step has none.
+its metrics join that evaluation's, its tables are the result's ``evidence``, with
+``evidence["outcomes"]``: every probe's label for each held-out item
+(:func:`trainables.outcomes.outcome_json`); a trial that diverged or collapsed before its last
+step has none.
 
 It knows nothing of Ray or MLflow: a :class:`Reporter` receives metrics and checkpoints, and may
 hand back a checkpoint to resume from.
@@ -80,6 +82,7 @@ from trainables.objectives import (
     info_nce,
     nt_xent,
 )
+from trainables.outcomes import heldout_items, outcome_json
 from trainables.probes import (
     FittedProbes,
     Predictions,
@@ -409,7 +412,21 @@ def evaluate(
 ) -> dict[str, float]:
     """Held-out diagnostics on two fixed views, and both probes on both spaces, all on the
     trial's ``device``."""
-    return score(config, heldout_features(config, model, data, device, resident))
+    return evaluate_predictions(config, model, data, device, resident)[0]
+
+
+def evaluate_predictions(
+    config: TrialConfig,
+    model: ContrastiveModel,
+    data: DataBundle,
+    device: torch.device,
+    resident: ResidentData | None = None,
+) -> tuple[dict[str, float], Predictions]:
+    """:func:`evaluate`'s metrics, and the probes' labels for the held-out rows they score
+    ((probe, space) -> (Nh,)), from which each ``probe/*_top1_*`` metric is recomputed exactly."""
+    features = heldout_features(config, model, data, device, resident)
+    predictions = held_predictions(trial_probes(config, features), features)
+    return score(config, features, predictions), predictions
 
 
 class DivergenceWatch:
@@ -670,6 +687,9 @@ class _Trial:
             found, self.evidence = trial_evidence(
                 self.config, self.data, features, probes, predictions, embed
             )
+            # each held-out item's label by every probe: the probe/*_top1_* metrics, per item
+            items = heldout_items(self.data)
+            self.evidence["outcomes"] = outcome_json(items, features["held_y"], predictions)
             metrics |= found
             self.times["evidence_s"] += time.perf_counter() - t0
         self.loss_sum, self.loss_count = 0.0, 0
@@ -864,6 +884,7 @@ class _Trial:
             "steps": self.step,
             "resumed_from": self.resumed_from,
             "wall_s": wall_s,
+            "heldout_items": len(self.data.heldout_y),  # what every accuracy counts over
             **{f"time/{k}": v for k, v in self.times.items()},
             "evidence": self.evidence,
         }

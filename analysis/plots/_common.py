@@ -68,7 +68,7 @@ KNOWN_METRICS = (
     "sim/pos_mean", "sim/neg_mean", "sim/neg_q99", "sim/false_negative_rate",
     "sim/hardest_neg_share", "loss/candidates", "loss/candidates_steps",
     "train/loss", "train/lr", "train/examples_seen", "train/steps", "train/examples_per_s",
-    "examples_seen", "steps", "resumed_from", "wall_s",
+    "examples_seen", "steps", "resumed_from", "wall_s", "heldout_items",
     *(f"time/{name}" for name in ("train_s", "eval_s", "data_s", "checkpoint_s", "compile_s",
                                   "evidence_s")),
 )  # fmt: skip

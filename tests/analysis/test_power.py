@@ -11,6 +11,7 @@ from resultskit import RESPONSE, planted, study
 from scipy import stats
 
 from analysis.power import (
+    BASIS_VERSION,
     MAX_REPLICATES,
     _design,
     detectable_at,
@@ -168,5 +169,6 @@ def test_a_basis_file_answers_only_for_its_trials_and_version(tmp_path):
     assert read_basis(text, fingerprint, RESPONSE).effects[0].std_err > 0
     assert read_basis(text, fingerprint, "flat") is None  # not fitted: the caller fits
     assert read_basis(text, trials_fingerprint(trials[:1]), RESPONSE) is None
-    assert read_basis(text.replace('"version": 1', '"version": 0'), fingerprint, RESPONSE) is None
+    assert read_basis(text.replace(f'"version": {BASIS_VERSION}', '"version": 0'), fingerprint,
+                      RESPONSE) is None  # fmt: skip
     assert read_basis("not json", fingerprint, RESPONSE) is None

@@ -278,9 +278,52 @@ def test_the_default_study_says_where_its_best_point_stands_against_its_baseline
     for entry in baselines.values():
         standing = entry["standing"]
         assert standing["sentence"] in against
-        assert standing["verdict"] in ("beat", "did not beat", "cannot be told apart")  # 2 replicates
+        assert standing["verdict"] in ("beat", "did not beat", "cannot be told apart")
     parent = parent_runs(uri(folder), NAME)[0]
     assert f"**Against the baselines.** {against}" in parent.data.tags["mlflow.note.content"]
     assert parent.data.metrics["baseline/raw/probe/knn_top1_h"] == pytest.approx(raw, abs=1e-12)
     html = (report / "report.html").read_text()
     assert '<h2 id="baselines">Baselines</h2>' in html and 'href="#baselines"' in html
+
+
+@pytest.mark.slow
+def test_the_default_studys_claims_are_no_finer_than_its_held_out_items(default_study):
+    """The best point's interval counts seeds and held-out items and has width; its standing
+    against the raw input is the paired comparison on the shared items, recomputed here from the
+    stored outcomes; a difference of less than one item is never a win; and no detectable size
+    printed is smaller than one held-out item."""
+    import re
+
+    import numpy as np
+
+    from analysis.load import load_outcomes, load_study
+    from analysis.measurement import mcnemar_exact, two_source_interval
+
+    folder, stdout, _ = default_study
+    summary = json.loads((folder / "studies" / NAME / "report" / "report.json").read_text())
+    best = summary["best_point"]
+    assert best["sources"] == "seeds and held-out items" and best["items"] == 360
+    assert best["ci_high"] - best["ci_low"] > 0
+    assert best["selected_among"] == 4 and "selected among 4 points" in summary["headline"]["best"]
+    df = load_study(NAME, uri(folder))
+    outcomes = load_outcomes(NAME, uri(folder))
+    runs = df[(df["point_id"] == best["point_id"]) & (df["status"] == "finished")]
+    matrix = outcomes.table("probe/knn_top1_h", list(runs["run_id"])).to_numpy()
+    assert np.allclose(matrix.mean(axis=1), runs["probe/knn_top1_h"].to_numpy(), rtol=0, atol=0)
+    interval = two_source_interval(matrix)
+    assert (best["ci_low"], best["ci_high"]) == (interval.low, interval.high)
+    raw = outcomes.baselines[("raw", None)].aligned(outcomes.trials[runs["run_id"].iloc[0]].items)
+    paired = summary["baselines"]["raw"]["standing"]["paired"]
+    for row, test in zip(matrix, paired["per_seed"], strict=True):
+        b = int(((row == 1) & (raw.correct("probe/knn_top1_h") == 0)).sum())
+        c = int(((row == 0) & (raw.correct("probe/knn_top1_h") == 1)).sum())
+        assert (test["only_trained"], test["only_baseline"]) == (b, c)
+        assert test["mcnemar_p"] == mcnemar_exact(b, c)
+    difference = paired["difference"]["mean"]
+    if abs(difference) * 360 < 1:  # less than one item apart: never a win
+        assert summary["baselines"]["raw"]["standing"]["verdict"] == "cannot be told apart"
+    one_item = 100 / 360
+    for line in stdout.splitlines():
+        for size in re.findall(r"detectable[^:]*: ([^)]*)\)", line):
+            for points in re.findall(r"([0-9.]+) points?", size):
+                assert float(points) >= round(one_item, 2) - 1e-9, line

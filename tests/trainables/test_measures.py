@@ -322,6 +322,7 @@ def test_the_final_evaluation_alone_carries_the_evidence():
         "shift",
         "source_return",
         "source_return_png",
+        "outcomes",
     }
     classes = sorted(set(load_data(config).heldout_y.tolist()))
     assert [(r["space"], r["class"]) for r in evidence["per_class"]] == [
