@@ -259,6 +259,15 @@ class StudyAnalysis:
         return best_of_target(self.results, target_of(self.results), self.outcomes)
 
     @functools.cached_property
+    def confirmation(self):
+        """A confirmation study's verdict on the chosen point it confirms
+        (:func:`analysis.confirmation.confirmation`); None for any other study."""
+        from analysis.confirmation import confirmation
+        from analysis.headline import target_of
+
+        return confirmation(self.results, target_of(self.results), self.outcomes)
+
+    @functools.cached_property
     def items(self) -> int | None:
         """The held-out items every accuracy counts over (:func:`analysis.outcomes.
         heldout_items`), None when the record does not say."""
@@ -279,6 +288,7 @@ class StudyAnalysis:
             "headline": self.headline.to_json(),
             "baselines": baselines_json(self.results, self.best, self.standings),
             "best_point": None if self.best is None else self.best.to_json(),
+            "confirmation": None if self.confirmation is None else self.confirmation.to_json(),
             "measurement": resolution_json(
                 self.items,
                 None if self.best is None or not is_accuracy(self.best.metric) else self.best.mean,

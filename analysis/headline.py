@@ -61,9 +61,11 @@ class Headline:
     next_step: str | None
     against: str | None = None
     on_target: str | None = None
+    confirmation: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"sentence": self.sentence, "target": self.target, "on_target": self.on_target,
+                "confirmation": self.confirmation,
                 "found": list(self.found), "not_detected": list(self.not_detected),
                 "best": self.best, "against_baselines": self.against,
                 "next_step": self.next_step, "lines": self.lines()}  # fmt: skip
@@ -75,7 +77,7 @@ class Headline:
         best = " ".join(x for x in (self.best, self.against) if x) or None
         tail = [x for x in (best, self.next_step and f"Next: {self.next_step}") if x]
         missed = _missed_line(self.missed)
-        head = [self.sentence, *([self.on_target] if self.on_target else [])]
+        head = [self.sentence, *(x for x in (self.confirmation, self.on_target) if x)]
         room = max(limit - len(head) - len(tail) - (1 if missed else 0), 1)
         found = [f"Found: {s}" for s in self.found]
         if len(found) > room > 1:
@@ -90,6 +92,8 @@ class Headline:
     def markdown(self) -> str:
         """The headline as markdown (MLflow renders a run's description as markdown)."""
         parts = [self.sentence, "", "**Findings**", ""]
+        if self.confirmation:
+            parts[1:1] = ["", f"**Confirmation.** {self.confirmation}"]
         if self.on_target:
             parts.append(f"- {self.on_target}")
         parts += [f"- {s}" for s in self.found] or ["- No effect was detected."]
@@ -114,6 +118,11 @@ class Headline:
         parts = [
             '<section id="headline">',
             f'<p class="lead">{html.escape(self.sentence)}</p>',
+            *(
+                [f'<p class="confirmation">{html.escape(self.confirmation)}</p>']
+                if self.confirmation
+                else []
+            ),
             f'<h2 id="findings">Findings</h2><ul class="found">{found}</ul>',
         ]
         if self.not_detected:
@@ -189,6 +198,7 @@ def headline(analysis: StudyAnalysis) -> Headline:
         next_step=None if fit is None else next_step(fit, df, target, analysis.items),
         against=against,
         on_target=on_target,
+        confirmation=None if analysis.confirmation is None else analysis.confirmation.sentence(),
     )
 
 
@@ -280,9 +290,7 @@ def _amount(response: str, value: float) -> str:
     return amount(response, value)
 
 
-def best_of_target(
-    df: pd.DataFrame, target: dict[str, str], outcomes=None
-) -> BestPoint | None:
+def best_of_target(df: pd.DataFrame, target: dict[str, str], outcomes=None) -> BestPoint | None:
     """The best point of ``target``; None when no finished trial has a value of it."""
     try:
         return best_point(df, target["metric"], target["mode"], outcomes=outcomes)

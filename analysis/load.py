@@ -92,6 +92,7 @@ def results_frame(table: pa.Table) -> pd.DataFrame:
     frame.attrs["baselines"] = json.loads(meta.get("baselines") or "{}")
     frame.attrs["goals"] = json.loads(meta.get("goals") or "[]")
     frame.attrs["objectives"] = json.loads(meta.get("objectives") or "[]")
+    frame.attrs["confirms"] = json.loads(meta.get("confirms") or "null")
     return frame
 
 

@@ -29,13 +29,15 @@ From the target's fit (the study file's ``target``), in this order:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+import pandas as pd
 
+from analysis.measurement import at_least_one_item
 from analysis.power import MAX_REPLICATES, replicates_for
-from analysis.units import level
+from analysis.units import amount, is_accuracy, level
 
 if TYPE_CHECKING:
     from analysis.fits import ResponseFit, StudyAnalysis
@@ -55,24 +57,114 @@ class NextStep:
     ``fixed`` the categorical factors' levels the new study holds (the optimum's); ``reason``
     says why, in words, for the terminal and the new file's description."""
 
-    kind: Literal["none", "replicates", "path", "factorial", "augment", "zoom", "move"]
+    kind: Literal["none", "replicates", "path", "factorial", "augment", "zoom", "move", "confirm"]
     reason: str
     metric: str
     replicates: int | None = None
     points: tuple[dict[str, float], ...] = ()
     bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
     fixed: dict[str, Any] = field(default_factory=dict)
+    # the next study's design seed: past every seed the finished study used, so no follow-up
+    # runs a (point, seed) pair that is already recorded (a bit-identical trial is no evidence)
+    first_seed: int | None = None
+    confirms: dict[str, Any] | None = None  # kind confirm: search_spaces.spec.Confirms' fields
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "reason": self.reason, "metric": self.metric,
                 "replicates": self.replicates, "points": list(self.points),
                 "bounds": {k: list(v) for k, v in self.bounds.items()},
-                "fixed": self.fixed}  # fmt: skip
+                "fixed": self.fixed, "first_seed": self.first_seed,
+                "confirms": self.confirms}  # fmt: skip
+
+
+def fresh_seed(analysis: StudyAnalysis) -> int | None:
+    """One past the largest seed the finished study recorded (None when it records none)."""
+    df = analysis.results
+    if "seed" not in df:
+        return None
+    seeds = pd.to_numeric(df["seed"], errors="coerce").dropna()
+    return None if seeds.empty else int(seeds.max()) + 1
+
+
+def with_fresh_seeds(step: NextStep, analysis: StudyAnalysis) -> NextStep:
+    """``step`` whose study starts its seeds past every recorded one (:func:`fresh_seed`)."""
+    return replace(step, first_seed=fresh_seed(analysis))
+
+
+def confirm_step(analysis: StudyAnalysis, replicates_now: int) -> NextStep:
+    """A confirmation study (Montgomery, ch. 11): the best point, selected among the study's
+    points, and its closest rival (the second-best mean), on fresh seeds, with as many
+    replicates as detecting their observed difference takes (:func:`confirm_replicates`)."""
+    target = analysis.results.attrs.get("target") or {"metric": "probe/knn_top1_h", "mode": "max"}
+    metric, mode = target["metric"], target.get("mode", "max")
+    best = analysis.best
+    means = _point_means(analysis.results, metric)
+    if best is None or len(means) < 2:
+        return NextStep("none", f"no confirmation: the study has fewer than two points with a "
+                        f"finished {metric}", metric)  # fmt: skip
+    ranked = means.sort_values(ascending=(mode == "min"))
+    rival_id = next(p for p in ranked.index if p != best.point_id)
+    df = analysis.results
+    factors = [f for f in df.attrs.get("factors", []) if f in df]
+    row = df[df["point_id"] == rival_id].iloc[0]
+    rival = {f: _plain(row[f]) for f in factors}
+    chosen = {f: _plain(best.factors[f]) for f in factors if f in best.factors}
+    gap = abs(best.mean - float(ranked[rival_id]))
+    fit = analysis.fits.get(metric)
+    replicates, how = confirm_replicates(fit, gap, replicates_now, analysis.items)
+    reason = (f"confirm the selected point {best.point_id} ({_where(chosen)}; mean "
+              f"{level(metric, best.mean)}, chosen among {best.points} points, so its mean is "
+              f"biased upward) against its closest rival {rival_id} ({_where(rival)}; "
+              f"{level(metric, float(ranked[rival_id]))}) on fresh seeds, {replicates} "
+              f"replicates each ({how})")  # fmt: skip
+    confirms = {"study": analysis.study, "point_id": best.point_id, "point": chosen,
+                "rival_id": rival_id, "rival": rival}  # fmt: skip
+    return NextStep("confirm", reason, metric, replicates=replicates, points=(chosen, rival),
+                    first_seed=fresh_seed(analysis), confirms=confirms)  # fmt: skip
+
+
+def confirm_replicates(fit, gap: float, replicates_now: int, items: int | None):
+    """(replicates per point, how it was found) to tell two points ``gap`` apart at 80% power
+    with a two-sided paired t test at 0.05, from the study's own error mean square (the error
+    ``study power`` plans from): the fewest r with ncp(r − 1) · √(2 · MS_error / r) ≤ gap, the
+    gap floored at one held-out item; at least 3 and at least the study's replicates."""
+    from analysis.t_power import noncentrality
+
+    floor = max(3, replicates_now)
+    surface = None if fit is None else fit.surface
+    if surface is None or surface.exact or not surface.error_ms or surface.error_ms <= 0:
+        return max(floor, 2 * replicates_now), "twice the study's: it has no error to plan from"
+    if items and is_accuracy(fit.response):
+        gap = at_least_one_item(gap, items)
+    if gap <= 0:
+        return floor, "the two points' means are equal"
+    sd = float(np.sqrt(2 * surface.error_ms))
+    for r in range(floor, MAX_REPLICATES + 1):
+        if noncentrality(r - 1, 0.05, 0.8) * sd / np.sqrt(r) <= gap:
+            return r, (f"to tell them {amount(fit.response, gap)} apart at 80% power, from the "
+                       "study's error mean square")  # fmt: skip
+    return MAX_REPLICATES, f"more than {MAX_REPLICATES} would be needed: capped"
+
+
+def _point_means(df, metric: str):
+    done = df[df["status"] == "finished"] if "status" in df else df
+    values = pd.to_numeric(done[metric], errors="coerce") if metric in done else None
+    if values is None:
+        return pd.Series(dtype=float)
+    return values.groupby(done["point_id"]).mean().dropna()
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
 
 
 def next_step(analysis: StudyAnalysis, replicates_now: int) -> NextStep:
     """The next study's design for ``analysis`` (see the module docstring); ``replicates_now``
-    is the finished study's replicates per point."""
+    is the finished study's replicates per point. Its seeds start past every recorded one."""
+    return with_fresh_seeds(_next_step(analysis, replicates_now), analysis)
+
+
+def _next_step(analysis: StudyAnalysis, replicates_now: int) -> NextStep:
     target = analysis.results.attrs.get("target") or {"metric": "probe/knn_top1_h"}
     metric = target["metric"]
     if analysis.results.attrs.get("design") == "points":  # a path was run: climb from its best

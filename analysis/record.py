@@ -28,6 +28,8 @@ BASELINES_TAG = "study.baselines"  # the parent's baselines, JSON (study/baselin
 GOALS_TAG = "study.goals"
 # a multi-objective Optuna design's objectives ([{metric, mode}], JSON): the report's Pareto front
 OBJECTIVES_TAG = "study.objectives"
+# a confirmation study's chosen point and rival (search_spaces.spec.Confirms), JSON; "" when none
+CONFIRMS_TAG = "study.confirms"
 SCHEMA_VERSION = "1"
 SUMMARY_METRICS = {
     "trial/wall_s": "wall_s",
@@ -204,6 +206,9 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
         "goals": next((p.data.tags[GOALS_TAG] for p in parents if GOALS_TAG in p.data.tags), ""),
         "objectives": next(
             (p.data.tags[OBJECTIVES_TAG] for p in parents if OBJECTIVES_TAG in p.data.tags), ""
+        ),
+        "confirms": next(
+            (p.data.tags[CONFIRMS_TAG] for p in parents if p.data.tags.get(CONFIRMS_TAG)), ""
         ),
         # what every result is read against (study/baselines.py), as the parent run keeps it
         "baselines": next(

@@ -473,13 +473,18 @@ def next_spec(spec: StudySpec, step: dict[str, Any]) -> tuple[StudySpec, FixedDe
     data = spec.canonical()
     data["study"] = next_name(spec.study)
     data["description"] = f"after {spec.study}: {step['reason']}"
-    design = {"replicates": spec.design.replicates, "seed": spec.design.seed}
+    # seeds past every recorded one: a (point, seed) pair run again is the same computation,
+    # bit for bit, and would count as new evidence
+    seed = spec.design.seed if step.get("first_seed") is None else int(step["first_seed"])
+    design = {"replicates": spec.design.replicates, "seed": seed}
     kind = step["kind"]
     if kind == "replicates":
         data["design"] = {k: v for k, v in data["design"].items() if v is not None} | {
-            "replicates": int(step["replicates"])}  # fmt: skip
+            "replicates": int(step["replicates"]), "seed": seed}  # fmt: skip
         data["design"].pop("augments", None)
         return _built(data)
+    if kind == "confirm":
+        return _confirmation(spec, data, step, seed)
     _hold(data, step.get("fixed") or {})
     if kind == "path":
         points = [dict(p) for p in step["points"]]
@@ -508,6 +513,40 @@ def next_spec(spec: StudySpec, step: dict[str, Any]) -> tuple[StudySpec, FixedDe
                                    "center": spec.design.center}  # fmt: skip
         return _built(data)
     raise StudyError(f"no next study file for a next step of kind {kind!r}")
+
+
+def confirm_name(study: str) -> str:
+    """``<study>-confirm``: the confirmation study of ``<study>``."""
+    return f"{study}-confirm"
+
+
+def _confirmation(
+    spec: StudySpec, data: dict[str, Any], step: dict[str, Any], seed: int
+) -> tuple[StudySpec, FixedDesign]:
+    """The confirmation study: the chosen point and its rival as a ``points`` design, on fresh
+    seeds (``seed`` on), ``step['replicates']`` each, with ``confirms`` naming them. A factor
+    both points share becomes a fixed field; a numeric one spans the two, a category lists
+    both levels."""
+    chosen, rival = (dict(p) for p in step["points"])
+    data["study"] = confirm_name(spec.study)
+    data["description"] = f"confirmation of {spec.study}: {step['reason']}"
+    factors = {}
+    for name in list(chosen):
+        a, b = chosen[name], rival[name]
+        factor = spec.factors[name]
+        if a == b:
+            data["trial"][name] = a
+            chosen.pop(name)
+            rival.pop(name)
+        elif factor.is_numeric:
+            factors[name] = {"range": [min(a, b), max(a, b)], "scale": factor.scale}
+        else:
+            factors[name] = {"levels": [a, b]}
+    data["factors"] = factors
+    data["design"] = {"kind": "points", "points": [chosen, rival],
+                      "replicates": int(step["replicates"]), "seed": seed}  # fmt: skip
+    data["confirms"] = step["confirms"]
+    return _built(data)
 
 
 def _hold(data: dict[str, Any], fixed: dict[str, Any]) -> None:

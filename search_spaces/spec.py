@@ -447,6 +447,25 @@ class Goal(_Strict):
         return self
 
 
+class Confirms(_Strict):
+    """What a confirmation study confirms (``study next --confirm``): the finished ``study``'s
+    chosen ``point`` (its factor values, selected among that study's points) and its closest
+    ``rival``, with their ids there. Read when the study is analysed: the report says whether
+    the chosen point held against its rival, on fresh seeds."""
+
+    study: str
+    point_id: str
+    point: dict[str, Any]
+    rival_id: str
+    rival: dict[str, Any]
+
+    @field_validator("point", "rival")
+    @classmethod
+    def _numbers(cls, values: dict[str, Any]) -> dict[str, Any]:
+        """Numbers as numbers, however the loader read them (it keeps text), as a point's."""
+        return Design._numbers_in_points((values,))[0]
+
+
 class StudySpec(_Strict):
     """A whole study file."""
 
@@ -465,6 +484,8 @@ class StudySpec(_Strict):
     # several responses at once (the report's overall desirability): read when the study is
     # analysed, they change no trial, so they are not in the fingerprint either
     goals: tuple[Goal, ...] = ()
+    # a confirmation study's chosen point and rival: read when analysed, no trial changes
+    confirms: Confirms | None = None
 
     @field_validator("goals")
     @classmethod
@@ -549,7 +570,7 @@ class StudySpec(_Strict):
     @property
     def sha(self) -> str:
         """Fingerprint of everything that changes what runs (the description does not)."""
-        unrun = ("description", "baselines", "goals")  # none changes what a trial runs
+        unrun = ("description", "baselines", "goals", "confirms")  # no trial changes with these
         data = {k: v for k, v in self.model_dump(mode="json").items() if k not in unrun}
         for option in LATER_OPTIONS:  # absent from fingerprints made before they existed
             if self.design.kind not in DESIGN_OPTIONS[option]:

@@ -841,14 +841,25 @@ def next_study_file(
         typer.Option(
             metavar="FILE",
             help="The next study file to write; <study>-next1.yaml beside the old one by "
-            "default (<file>-ccd.yaml for a central composite).",
+            "default (<file>-ccd.yaml for a central composite, <study>-confirm.yaml with "
+            "--confirm).",
         ),
     ] = None,
+    confirm: Annotated[
+        bool,
+        typer.Option(
+            "--confirm",
+            help="Write the confirmation study instead: the selected best point and its "
+            "closest rival, on fresh seeds, with the replicates telling them apart needs.",
+        ),
+    ] = False,
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Write the study to run after a finished one, and say why: more replicates when nothing
     was detectable, points along the path of steepest ascent, a central composite, or a
-    smaller region around an optimum inside (or one moved towards an optimum outside).
+    smaller region around an optimum inside (or one moved towards an optimum outside); with
+    --confirm, the confirmation runs of the selected point against its closest rival. Every
+    follow-up starts its seeds past the finished study's: no trial is run again.
 
     Nothing runs until you run the written file with study run."""
     from study.commands import shell_command, tool
@@ -857,7 +868,7 @@ def next_study_file(
 
     uri = tracking_uri or default_tracking_uri()
     try:
-        done = next_study(spec, tracking_uri=uri, out=out)
+        done = next_study(spec, tracking_uri=uri, out=out, confirm=confirm)
     except StudyError as err:
         _fail(err)
     totals = done.design.totals()

@@ -36,6 +36,7 @@ from typing import Any
 
 from analysis.record import (
     BLOCK_TAG,
+    CONFIRMS_TAG,
     GOALS_TAG,
     OBJECTIVES_TAG,
     PARENT,
@@ -826,6 +827,8 @@ class StudyRecord:
         self.client.set_tag(parent_id, GOALS_TAG, json.dumps(goals, sort_keys=True))
         objectives = [o.model_dump(mode="json") for o in spec.design.objectives or ()]
         self.client.set_tag(parent_id, OBJECTIVES_TAG, json.dumps(objectives))
+        confirms = spec.confirms and json.dumps(spec.confirms.model_dump(mode="json"))
+        self.client.set_tag(parent_id, CONFIRMS_TAG, confirms or "")
         now = int(time.time() * 1000)
         for key, (name, state) in runs_views(spec).items():
             created = now

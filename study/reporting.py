@@ -160,6 +160,8 @@ def parent_note(top: Headline, parent) -> str:
         "statistics, is the artifact `report/report.html`."
     )
     parts = [findings_lead(top), "", top.sentence]
+    if top.confirmation:
+        parts += ["", f"**Confirmation.** {top.confirmation}"]
     if top.not_detected:
         parts += ["", "**Not detectable**", "", *[f"- {s}" for s in top.not_detected]]
     for title, text in (("Best point", top.best), ("Against the baselines", top.against),

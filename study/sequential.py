@@ -19,7 +19,6 @@ from search_spaces.sequential import (
     augment_spec,
     augmented_path,
     augmented_yaml,
-    next_path,
     next_spec,
     next_yaml,
 )
@@ -131,19 +130,29 @@ class Next:
     reason: str
 
 
-def next_study(source: str | Path, *, tracking_uri: str, out: Path | None = None) -> Next:
+def next_study(
+    source: str | Path, *, tracking_uri: str, out: Path | None = None, confirm: bool = False
+) -> Next:
     """``study next``: read the finished study, decide its next step
-    (:func:`analysis.next_study.next_step`) and write that study file beside the old one (a
-    central composite through ``study augment``'s own writer); nothing is recorded."""
+    (:func:`analysis.next_study.next_step`; with ``confirm``, the confirmation study of its
+    selected point, :func:`analysis.next_study.confirm_step`) and write that study file beside
+    the old one (a central composite through ``study augment``'s own writer); nothing is
+    recorded. Every follow-up's seeds start past the finished study's."""
     from analysis.fits import analyse
     from analysis.load import load_study
-    from analysis.next_study import next_step
+    from analysis.next_study import confirm_step, next_step
+    from study.reporting import study_outcomes
 
     spec = load_spec(source)
     file = _study_file(source)
     check_finished(spec, tracking_uri, file, augmenting=False)
-    analysis = analyse(load_study(spec.study, tracking_uri))
-    step = next_step(analysis, spec.design.replicates)
+    record = StudyRecord.existing(tracking_uri, spec.study, read_only=True)
+    outcomes = study_outcomes(record, tracking_uri)
+    analysis = analyse(load_study(spec.study, tracking_uri), outcomes=outcomes)
+    if confirm:
+        step = confirm_step(analysis, spec.design.replicates)
+    else:
+        step = next_step(analysis, spec.design.replicates)
     if step.kind == "none":
         raise StudyError(f"study {spec.study!r}: {step.reason}")
     if step.kind == "augment":
@@ -152,7 +161,7 @@ def next_study(source: str | Path, *, tracking_uri: str, out: Path | None = None
         text = augmented_yaml(new, design, file.name, file.read_text())
     else:
         new, design = next_spec(spec, step.to_json())
-        target = out or next_path(file, spec.study)
+        target = out or file.with_name(f"{new.study}.yaml")
         text = next_yaml(new, f"{spec.study} ({file.name})", step.reason)
     if target.exists() and target.read_text() != text:
         raise StudyError(

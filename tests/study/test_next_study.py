@@ -166,3 +166,56 @@ def test_after_a_path_a_factorial_is_centred_on_the_best_point_along_it(tmp_path
     assert done.spec.factors["batch_size"].levels == [96, 192]
     assert done.spec.design.kind == "full_factorial"
     assert {t.config.examples_seen for t in done.design.trials} == {30720}
+
+
+def _recorded_pairs(uri: str, name: str) -> set[tuple]:
+    from analysis.load import load_study
+
+    df = load_study(name, uri)
+    return {(float(t), int(b), int(s)) for t, b, s in
+            zip(df["temperature"], df["batch_size"], df["seed"], strict=True)}  # fmt: skip
+
+
+@pytest.mark.parametrize("truth", ["plane", "null"])
+def test_no_follow_up_runs_a_point_and_seed_already_recorded(tmp_path, truth):
+    """2 replicates recorded (seeds 0 and 1): the next study, whatever it is, starts its seeds
+    past them, so no trial of it repeats a recorded one bit for bit."""
+
+    def null(u, v, replicate, i):
+        noise = (0.004, -0.003, -0.004, 0.003, 0.002, -0.002, 0.001, -0.001)[i % 8]
+        return {"probe/knn_top1_h": 0.9 + noise, "z/align": 0.2 + noise, "z/uniform": -3.4}
+
+    name = f"planted-{truth}"
+    file, uri = recorded(tmp_path, name, plane if truth == "plane" else null)
+    done = next_study(file, tracking_uri=uri)
+    seeds = {t.seed for t in done.design.trials}
+    assert min(seeds) >= 2, seeds
+    fixed = {k: v for k, v in done.spec.trial.items() if k in ("temperature", "batch_size")}
+    new = {(float({**fixed, **t.factors}["temperature"]), int({**fixed, **t.factors}["batch_size"]),
+            t.seed) for t in done.design.trials}  # fmt: skip
+    assert not new & _recorded_pairs(uri, name)
+
+
+def test_confirm_writes_the_selected_point_and_its_rival_on_fresh_seeds(tmp_path):
+    file, uri = recorded(tmp_path, "planted-plane", plane)
+    done = subprocess.run([STUDY, "next", str(file), "--confirm", "--tracking-uri", uri],
+                          cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    written = tmp_path / "planted-plane-confirm.yaml"
+    assert f"wrote {written}" in done.stdout
+    assert "chosen among 4 points, so its mean is biased upward" in done.stdout
+    spec = load_spec(written)
+    assert spec.design.kind == "points" and spec.design.replicates >= 3
+    confirms = spec.confirms
+    assert confirms.study == "planted-plane"
+    # accuracy falls with τ, B does nothing: the best is at τ = 0.1, its rival at τ = 0.1 too
+    assert confirms.point["temperature"] == pytest.approx(0.1)
+    assert confirms.rival["temperature"] == pytest.approx(0.1)
+    assert confirms.point["batch_size"] != confirms.rival["batch_size"]
+    design = build_design(spec)
+    assert {t.config.examples_seen for t in design.trials} == {30720}
+    assert min(t.seed for t in design.trials) >= 2
+    assert len(design.trials) == 2 * spec.design.replicates
+    plan = subprocess.run([STUDY, "plan", str(written)], cwd=tmp_path, capture_output=True,
+                          text=True)  # fmt: skip
+    assert plan.returncode == 0, plan.stderr
