@@ -335,6 +335,25 @@ def opens_block(parent, spec: StudySpec) -> bool:
     return augments is not None and sha == augments.spec_sha != spec.sha
 
 
+def extends_replicates(old: StudySpec, spec: StudySpec) -> bool:
+    """Whether ``spec`` is the recorded study file ``old`` with more replicates and nothing else
+    changed, every recorded trial keeping its key and seed: the new replicates are a new block
+    of the same study, on fresh seeds (a fixed design only; an adaptive one has no replicates to
+    add)."""
+    if spec.design.kind == "optuna" or spec.design.replicates <= old.design.replicates:
+        return False
+    design = old.design.model_copy(update={"replicates": spec.design.replicates})
+    if old.model_copy(update={"design": design}).sha != spec.sha:
+        return False
+    from search_spaces.designs import build_design
+
+    before = {t.key: t.seed for t in build_design(old).trials}
+    after = {t.key: t.seed for t in build_design(spec).trials}
+    new_seeds = {s for k, s in after.items() if k not in before}
+    return all(after.get(k) == s for k, s in before.items()) and not new_seeds & set(
+        before.values())  # fmt: skip
+
+
 def block_tags(spec: StudySpec) -> dict[str, str]:
     """The parent run's tags of an augmented design: its block and the factorial it extends."""
     augments = spec.design.augments
@@ -782,7 +801,7 @@ class StudyRecord:
         parent = self.parent()
         if parent is None or parent.data.tags.get("study.spec_sha") == spec.sha:
             return
-        if opens_block(parent, spec):
+        if opens_block(parent, spec) or self.adds_replicates(parent, spec):
             return
         if parent.data.tags.get("study.augments") == spec.sha:
             raise StudyError(
@@ -802,6 +821,25 @@ class StudyRecord:
             f"{parent.data.tags.get('study.spec_sha')} != {spec.sha}); refusing to mix them. "
             f"Rename the study to start a new one, or restore the original file.\n{diff}"
         )
+
+    def recorded_spec(self, parent) -> StudySpec | None:
+        """The study file ``parent`` was started with (its canonical artifact), or None."""
+        from search_spaces.spec import load_spec
+
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = self.client.download_artifacts(parent.info.run_id, SPEC_ARTIFACT, tmp)
+                return load_spec(path)
+        except Exception:  # an artifact lost or unreadable: no extension is recognised
+            return None
+
+    def adds_replicates(self, parent, spec: StudySpec) -> bool:
+        """Whether ``spec`` adds replicates to the study ``parent`` recorded, and nothing else
+        (:func:`extends_replicates`): they run as a new block under a parent run of their own."""
+        if parent.data.tags.get("study.spec_sha") == spec.sha:
+            return False
+        old = self.recorded_spec(parent)
+        return old is not None and extends_replicates(old, spec)
 
     # -- the experiment: its kind, its description, the runs table's views --
     def ensure_kind(self) -> None:
@@ -930,7 +968,13 @@ class StudyRecord:
         results (:meth:`record_checks`)."""
         self.ensure_kind()
         parent = self.parent()
-        if parent is not None and not opens_block(parent, spec):
+        extension = {}
+        if parent is not None and self.adds_replicates(parent, spec):
+            # more replicates of the same study: block n + 1, on fresh seeds, under its own parent
+            blocks = [int(p.data.tags.get(BLOCK_TAG, "1")) for p in self._runs(PARENT)]
+            extension = {BLOCK_TAG: str(max(blocks) + 1),
+                         "study.extends": parent.data.tags.get("study.spec_sha", "")}  # fmt: skip
+        elif parent is not None and not opens_block(parent, spec):
             self.client.update_run(parent.info.run_id, status="RUNNING")
             self.describe_study(spec, design, parent.info.run_id)
             return parent.info.run_id
@@ -940,7 +984,8 @@ class StudyRecord:
             tags={
                 "study.name": spec.study, "study.role": PARENT, "study.spec_sha": spec.sha,
                 "study.code_version": code_version(), "study.design": spec.design.kind,
-                MLFLOW_RUN_NOTE: spec.description, **block_tags(spec), **source_tags(),
+                MLFLOW_RUN_NOTE: spec.description, **block_tags(spec), **extension,
+                **source_tags(),
             },
         )  # fmt: skip
         run_id = run.info.run_id

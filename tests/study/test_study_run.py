@@ -117,7 +117,8 @@ def _assert_made_for_review(uri: str, name: str, parent, children: list) -> None
     summary = parent.data.metrics
     assert summary["study/trials"] == 4 and summary["study/trials_finished"] == 4
     assert summary["study/best_n"] == 1 and math.isfinite(summary["study/best_mean"])
-    assert summary["study/best_ci_low"] < summary["study/best_mean"] <= summary["study/best_ci_high"]
+    low, high = summary["study/best_ci_low"], summary["study/best_ci_high"]
+    assert low < summary["study/best_mean"] <= high
     assert "counting held-out items only (one replicate" in parent.data.tags["mlflow.note.content"]
     best = [c for c in children if c.data.tags["study.point_id"] == parent.data.tags[
         "study.best_point_id"]]  # fmt: skip
@@ -153,6 +154,44 @@ def test_changed_study_file_is_refused_with_the_difference(workdir, shared_ray):
     assert "study 'changes' exists with a different study file" in message
     assert "-    - 0.2" in message and "+    - 0.3" in message
     assert len(child_runs(uri, "changes")) == 1  # the record is untouched
+
+
+def test_more_replicates_of_a_finished_study_run_as_a_new_block_on_fresh_seeds(workdir, shared_ray):
+    """The same study file with ``replicates`` raised from 1 to 2, and nothing else changed: the
+    recorded trials are kept, the new replicates run on fresh seeds under a parent of their own
+    (block 2), no (point, seed) pair runs twice, and the analysis uses every replicate. Raising
+    it with another change is still refused."""
+    from analysis.load import load_study
+
+    uri = sqlite_uri(workdir)
+    spec = write_spec(workdir / "s.yaml", "grows",
+                      factors={"temperature": {"levels": [0.2, 0.5]}}, baselines=[])  # fmt: skip
+    run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False)
+    first = {r.info.run_id for r in child_runs(uri, "grows")}
+    data = yaml.safe_load(spec.read_text())
+    data["design"]["replicates"] = 2
+    spec.write_text(yaml.safe_dump(data))
+    outcome = run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True,
+                        figures=False)  # fmt: skip
+    assert outcome.ok and outcome.launched == 2
+    parents = parent_runs(uri, "grows")
+    assert len(parents) == 2
+    assert sorted(p.data.tags.get("study.block", "1") for p in parents) == ["1", "2"]
+    children = child_runs(uri, "grows")
+    assert len(children) == 4 and first < {r.info.run_id for r in children}
+    df = load_study("grows", uri)
+    pairs = list(zip(df["temperature"], df["seed"], strict=True))
+    assert len(set(pairs)) == 4 and sorted(set(df["seed"])) == [0, 1]
+    assert sorted(df["block"]) == [1, 1, 2, 2]
+    assert set(df.groupby("point_id").size()) == {2}  # every replicate counts
+    again = run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True,
+                      figures=False)  # fmt: skip
+    assert again.launched == 0 and len(parent_runs(uri, "grows")) == 2
+    data["design"]["replicates"] = 3
+    data["trial"]["aug_strength"] = 0.5
+    spec.write_text(yaml.safe_dump(data))
+    with pytest.raises(StudyError, match="exists with a different study file"):
+        run_study(spec, tracking_uri=uri, storage=workdir / "studies", quiet=True, figures=False)
 
 
 @pytest.mark.slow
