@@ -58,7 +58,9 @@ def wilson(count: int, n: int, level: float = 0.95) -> tuple[float, float]:
 
     alpha = round(1 - level, 12)  # 1 - 0.95 is 0.050000000000000044 in binary
     low, high = proportion_confint(int(count), int(n), alpha=alpha, method="wilson")
-    return float(low), float(high)
+    # statsmodels before 0.15 let rounding put the bounds just outside [0, 1]
+    # (statsmodels#7386: 38 of 38 gave 1.0000000000000002, 0 of 77 gave -3.5e-18)
+    return max(float(low), 0.0), min(float(high), 1.0)
 
 
 def resolution(n: int) -> float:

@@ -5,9 +5,9 @@ One system (a trial, or one seed of a baseline) keeps one compact Parquet table:
 
 - ``item``: the held-out item's id (int64: its row in the dataset's held-out pool, the same for
   every system of a study, so outcomes pair item by item);
-- ``label``: the item's true class (int16);
-- one int16 column per probe metric, named as the metric (``probe/knn_top1_h`` …), holding
-  the label that probe predicted for the item.
+- ``label``: the item's true class (int16, or the narrowest wider integer its classes need);
+- one column per probe metric, named as the metric (``probe/knn_top1_h`` …), holding the label
+  that probe predicted for the item (typed as the labels).
 
 The recorded accuracy of a metric is the share of items whose prediction equals the label
 (:meth:`SystemOutcomes.accuracy`). Stored zstd-compressed: 10,000 items and four probes take
@@ -65,11 +65,28 @@ class SystemOutcomes:
 
 def outcome_frame(items, labels, predictions: dict[str, object]) -> pd.DataFrame:
     """The stored table of one system (see the module): item, label, one column per metric."""
-    frame = pd.DataFrame({ITEM: np.asarray(items, dtype=np.int64),
-                          LABEL: np.asarray(labels, dtype=np.int16)})  # fmt: skip
-    for metric in sorted(predictions):
-        frame[metric] = np.asarray(predictions[metric], dtype=np.int16)
+    columns = {LABEL: np.asarray(labels), **{m: np.asarray(predictions[m])
+                                             for m in sorted(predictions)}}  # fmt: skip
+    dtype = class_dtype(list(columns.values()))
+    frame = pd.DataFrame({ITEM: np.asarray(items, dtype=np.int64)})
+    for name, values in columns.items():
+        frame[name] = values.astype(dtype)
     return frame
+
+
+def class_dtype(arrays: list[np.ndarray]) -> type:
+    """int16 when every class id fits it (a few bytes an item), else the narrowest integer
+    that holds them all: a class id never wraps around silently."""
+    values = [a for a in arrays if a.size]
+    if not values:
+        return np.int16
+    low = min(int(a.min()) for a in values)
+    high = max(int(a.max()) for a in values)
+    for dtype in (np.int16, np.int32, np.int64):
+        info = np.iinfo(dtype)
+        if info.min <= low and high <= info.max:
+            return dtype
+    raise ValueError(f"class ids from {low} to {high} do not fit a 64-bit integer")
 
 
 def write_outcomes(path: str | Path, items, labels, predictions: dict[str, object]) -> Path:

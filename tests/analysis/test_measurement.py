@@ -231,3 +231,17 @@ def test_the_seeds_only_interval_misses_when_items_dominate():
     print(f"items dominate: two-source {both:.3f}, seeds-only {seeds:.3f}")
     assert 0.92 <= both <= 0.98
     assert seeds < 0.8
+
+
+@pytest.mark.parametrize(("count", "n"), [(38, 38), (0, 77), (0, 1), (1, 1)])
+def test_wilson_bounds_stay_within_zero_and_one(count, n):
+    """statsmodels#7386 (fixed in statsmodels#10010): rounding put Wilson's bounds just outside
+    [0, 1] at 0 and n successes."""
+    low, high = wilson(count, n)
+    assert 0.0 <= low < high <= 1.0
+
+
+def test_no_discordant_items_is_p_one_not_a_division_by_zero():
+    """huggingface/evaluate#795: McNemar's chi-square divides by b + c; the exact test at b = c
+    = 0 is p = 1, and two identical systems are a comparison, not an error."""
+    assert mcnemar_exact(0, 0) == 1.0

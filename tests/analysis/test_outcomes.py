@@ -95,3 +95,18 @@ def test_baseline_files_are_named_and_parsed_back(kind, seed, name):
 def test_other_file_names_are_no_baseline():
     for name in ("raw.csv", "baselines.json", "Raw.parquet", "random_init-seedx.parquet"):
         assert parse_baseline_file(name) is None
+
+
+def test_class_ids_beyond_int16_are_stored_wider_never_wrapped(tmp_path):
+    """A probe over 40,000 classes (a large label space): int16 would wrap 40,000 to -25,536
+    silently (the kind of narrowing apache/arrow and pandas issues report for small ints)."""
+    import numpy as np
+
+    from analysis.outcomes import read_outcomes, write_outcomes
+
+    labels = np.array([0, 39_999, 40_000, 7])
+    path = write_outcomes(tmp_path / "o.parquet", np.arange(4), labels,
+                          {"probe/knn_top1_h": np.array([0, 39_999, 1, 7])})  # fmt: skip
+    back = read_outcomes(path)
+    assert back.labels.tolist() == labels.tolist()
+    assert back.accuracy("probe/knn_top1_h") == 0.75
