@@ -273,9 +273,10 @@ def test_options_for_other_kinds_leave_old_fingerprints_alone():
     assert "alpha" not in s.canonical()["design"] and "center" not in s.canonical()["design"]
     import hashlib
 
-    # baselines and goals change no trial: studies recorded before them keep their fingerprint
+    # baselines, goals and confirms change no trial: studies recorded before them keep their
+    # fingerprint
     data = {k: v for k, v in s.model_dump(mode="json").items()
-            if k not in ("description", "baselines", "goals")}  # fmt: skip
+            if k not in ("description", "baselines", "goals", "confirms")}  # fmt: skip
     for option in ("alpha", "center", "points", "objectives", "sampler"):
         data["design"].pop(option)
     data["resources"].pop("workers")  # neither had studies recorded before resources.workers

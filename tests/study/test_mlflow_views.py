@@ -106,6 +106,7 @@ class _Headline:
     not_detected = ("No factor has a detectable effect on z/align.",)
     best = "Highest probe/knn_top1_h at p000."
     against = None
+    confirmation = None
     next_step = "run 2 replicates"
 
 
