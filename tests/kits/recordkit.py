@@ -31,13 +31,19 @@ def default_truth(u: float, v: float, replicate: int, i: int) -> dict[str, float
 
 
 def record_study(
-    folder: Path, name: str = NAME, goals: tuple = (), spec=None, truth=default_truth
+    folder: Path,
+    name: str = NAME,
+    goals: tuple = (),
+    spec=None,
+    truth=default_truth,
+    heldout_items: int | None = None,
 ) -> str:
     """The default study (or ``spec``), finished, in ``folder/mlflow.db``, each trial's finals
     ``truth(u, v, replicate, i)`` at u = log2(τ/0.1), v = log2(B/64) (by default
     :func:`default_truth`: its model beats the mean and names an optimum; z/align and z/uniform
     are smooth in both factors). Returns the store's URI. ``goals``: the study file's goals
-    (``search_spaces.spec.Goal``)."""
+    (``search_spaces.spec.Goal``); ``heldout_items``: the held-out items each trial says its
+    accuracies count over (``trial/heldout_items``; none by default, as older records)."""
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     spec = spec or load_spec(None)
     spec = spec.model_copy(update={"study": name, "goals": tuple(goals) or spec.goals})
@@ -53,8 +59,9 @@ def record_study(
         for step, share in ((budget // 2, 0.5), (budget, 1.0)):
             metrics = {k: value * (0.5 + share / 2) for k, value in final.items()}
             record.log_evaluation(run, {"train/examples_seen": step, **metrics}, step)
-        record.finish_trial(
-            run, {"status": "finished", "examples_seen": budget, "wall_s": 1.0, "steps": 10}
-        )
+        summary = {"status": "finished", "examples_seen": budget, "wall_s": 1.0, "steps": 10}
+        if heldout_items is not None:
+            summary["heldout_items"] = heldout_items
+        record.finish_trial(run, summary)
     record.finish_parent(parent, True)
     return uri
