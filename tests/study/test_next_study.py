@@ -219,3 +219,24 @@ def test_confirm_writes_the_selected_point_and_its_rival_on_fresh_seeds(tmp_path
     plan = subprocess.run([STUDY, "plan", str(written)], cwd=tmp_path, capture_output=True,
                           text=True)  # fmt: skip
     assert plan.returncode == 0, plan.stderr
+
+
+def test_a_confirmation_studys_record_says_whether_the_chosen_point_held(tmp_path):
+    """The written confirmation study, recorded (planted results): its confirms travel through
+    the parent run to the results' attrs, and the headline opens with the verdict."""
+    from recordkit import record_study
+
+    from analysis.fits import analyse
+    from analysis.load import load_study
+
+    file, uri = recorded(tmp_path, "planted-plane", plane)
+    done = next_study(file, tracking_uri=uri, confirm=True)
+    spec = load_spec(done.path)
+    record_study(tmp_path, spec.study, spec=spec, truth=plane)
+    df = load_study(spec.study, uri)
+    assert df.attrs["confirms"]["study"] == "planted-plane"
+    analysis = analyse(df)
+    found = analysis.confirmation
+    assert found is not None and found.verdict in ("held", "did not hold", "cannot be told apart")
+    assert found.chosen.n == spec.design.replicates
+    assert analysis.headline.lines()[1].startswith("Confirmation of planted-plane's selected point")
