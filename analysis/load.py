@@ -29,7 +29,6 @@ import json
 import sqlite3
 import tempfile
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 import pandas as pd
 import pyarrow as pa
@@ -57,6 +56,7 @@ from analysis.sqlite_reader import read_client
 from analysis.store import (
     STORE_FILE,
     default_store,
+    local_folder,
     recorded_studies,
     store_exists,
     store_problem,
@@ -288,13 +288,9 @@ def _baseline_outcomes(
 
 
 def _local_folder(uri: str | None) -> Path | None:
-    """The folder an artifact URI names on this machine (a path, or file:), else None."""
-    if not uri:
-        return None
-    parsed = urlparse(uri)
-    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
-        return Path(unquote(parsed.path))
-    return Path(uri) if not parsed.scheme and Path(uri).is_absolute() else None
+    """The folder an artifact URI names on this machine, else None
+    (:func:`analysis.store.local_folder`)."""
+    return local_folder(uri)
 
 
 class _Artifacts:

@@ -163,3 +163,17 @@ def unknown_study(uri: str, study: str) -> str:
         return f"no study named {study!r} in {uri}{hint} It holds: {', '.join(held)}"
     return (f"no study named {study!r} in {uri}{hint} It holds {len(held)} studies; list them "
             f"with: study list --tracking-uri {uri}")  # fmt: skip
+
+
+def local_folder(uri: str | None) -> Path | None:
+    """The folder an artifact URI names on this machine (a path, or ``file:`` on this host),
+    else None (a bucket, a tracking server's proxy, another host, a relative path)."""
+    from urllib.parse import unquote, urlparse
+
+    if not uri:
+        return None
+    parsed = urlparse(uri)
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        return Path(unquote(parsed.path))
+    return Path(uri) if not parsed.scheme and Path(uri).is_absolute() else None
+

@@ -625,15 +625,11 @@ def _stored_basis(record, trials: list[tuple[str, str, str]], metric: str):
 
 
 def _local_folder(uri: str | None) -> Path | None:
-    """The folder an artifact URI names on this machine (a path, or file:), else None."""
-    from urllib.parse import unquote, urlparse
+    """The folder an artifact URI names on this machine, else None
+    (:func:`analysis.store.local_folder`)."""
+    from analysis.store import local_folder
 
-    if not uri:
-        return None
-    parsed = urlparse(uri)
-    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
-        return Path(unquote(parsed.path))
-    return Path(uri) if not parsed.scheme and Path(uri).is_absolute() else None
+    return local_folder(uri)
 
 
 def _surface_for(df, metric: str):
