@@ -49,8 +49,42 @@ def _bool(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> bool:
 TextLoader.add_constructor("tag:yaml.org,2002:bool", _bool)
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping that gives one key twice: YAML forbids it, PyYAML keeps the last silently
+    (yaml/pyyaml#165), and the study that ran would not be the one in the file. Names every
+    duplicate of the text at once, with both lines."""
+
+
+def duplicate_keys(node: yaml.Node | None, path: str = "") -> list[str]:
+    """Every key given twice in one mapping of the composed ``node``, at any depth:
+    'factors.temperature (lines 9 and 12)'."""
+    found: list[str] = []
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            where = f"{path}.{key}" if path else str(key)
+            if key is not None and key != "<<":
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    found.append(f"{where} (lines {seen[key]} and {line})")
+                else:
+                    seen[key] = line
+            found += duplicate_keys(value_node, where)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found += duplicate_keys(item, f"{path}[{i}]")
+    return found
+
+
 def load_yaml(text: str) -> Any:
-    """Parse YAML text; plain numbers stay text until a declared type converts them."""
+    """Parse YAML text; plain numbers stay text until a declared type converts them. A key
+    given twice in one mapping, at any depth, is refused (:class:`DuplicateKeyError`)."""
+    twice = duplicate_keys(yaml.compose(text, Loader=TextLoader))
+    if twice:
+        raise DuplicateKeyError(
+            f"a key is given twice in one mapping, and only one can hold: {'; '.join(twice)}"
+        )
     return yaml.load(text, Loader=TextLoader)  # a SafeLoader subclass
 
 
