@@ -30,7 +30,13 @@ from typing import Any
 import pandas as pd
 
 from analysis.best import BestPoint
-from analysis.measurement import PairedComparison, paired_comparison, resolution
+from analysis.measurement import (
+    PairedComparison,
+    paired_comparison,
+    resolution,
+    signed_items,
+    signed_points,
+)
 from analysis.units import amount, is_accuracy, level
 
 # trainables.baselines.KINDS and NAMES, written again here: importing that module would load
@@ -59,6 +65,7 @@ class Standing:
     verdict: str
     difference: float
     paired: PairedComparison | None = None
+    replicates: int = 1  # the best point's: why an untested standing has no interval
 
     @property
     def name(self) -> str:
@@ -90,19 +97,18 @@ class Standing:
             return (f"cannot be told apart from {self.reference()}, which lies within its 95% "
                     "interval")  # fmt: skip
         side = "above" if self.difference > 0 else "below"
-        return f"scored {by} {side} {self.reference('one replicate, so not tested')}"
+        why = ("one replicate" if self.replicates < 2 else "replicates that agree exactly and no "
+               "per-item outcomes")  # fmt: skip
+        return f"scored {by} {side} {self.reference(f'{why}, so not tested')}"
 
     def _paired_sentence(self) -> str:
         """'cannot be told apart from the raw input (97.5%): +1.0 item of 360 per replicate on
         average (0.28 points; paired 95% interval −0.5 to +1.1 points); items only it got right
         3, only the raw input 2 (over 2 replicates; exact McNemar p = 1, 1)'."""
         p, d = self.paired, self.paired.difference
-        n = d.items
-        items = d.mean * n
-        signed = lambda v: f"{'+' if v >= 0 else '−'}{amount(self.metric, v)}"  # noqa: E731
-        diff = (f"{'+' if items >= 0 else '−'}{abs(items):.1f} item{'s' * (abs(items) != 1)} of "
-                f"{n} per replicate on average ({signed(d.mean)}; paired 95% interval "
-                f"{signed(d.low)} to {signed(d.high)})")  # fmt: skip
+        diff = (f"{signed_items(d.mean, d.items)} per replicate on average "
+                f"({signed_points(d.mean)}; paired 95% interval {signed_points(d.low)} to "
+                f"{signed_points(d.high)})")  # fmt: skip
         ps = ", ".join(f"{t.p:.2g}" for t in p.tests)
         reps = len(p.tests)
         counts = (f"items only it got right: {p.only_trained}, only {self.name}: "
@@ -156,19 +162,19 @@ def paired_standing(best: BestPoint, kind: str, name: str, outcomes) -> PairedCo
     held-out items; None unless the record keeps both sides' outcomes."""
     if not outcomes or not best.run_ids or not is_accuracy(best.metric):
         return None
-    trained = {}
+    trained = []
     for run_id, seed in zip(best.run_ids, best.seeds or (None,) * len(best.run_ids),
                             strict=True):  # fmt: skip
         system = outcomes.trials.get(run_id)
         if system is None or best.metric not in system.predictions:
             return None
-        trained[seed if seed is not None else len(trained)] = system
+        trained.append((seed, system))
     theirs = outcomes.baseline_systems(kind, name)
     if not theirs:
         return None
-    items = next(iter(trained.values())).items
+    items = trained[0][1].items
     try:
-        mine = {s: o.correct(best.metric) for s, o in trained.items()}
+        mine = [(s, o.aligned(items).correct(best.metric)) for s, o in trained]
         other = {s: o.aligned(items).correct(name) for s, o in theirs.items()}
     except ValueError:  # scored on other items: no pairing
         return None
@@ -192,7 +198,8 @@ def standings(
         paired = paired_standing(best, kind, name, outcomes)
         found = verdict(best, value) if paired is None else paired.verdict
         difference = best.mean - value if paired is None else paired.difference.mean
-        out.append(Standing(kind, best.metric, name, value, seeds, found, difference, paired))
+        out.append(Standing(kind, best.metric, name, value, seeds, found, difference, paired,
+                            best.n))  # fmt: skip
     return tuple(out)
 
 

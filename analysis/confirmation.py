@@ -26,8 +26,13 @@ import pandas as pd
 
 from analysis.baselines import Standing, baselines_of, standing_line, standings
 from analysis.best import BestPoint, best_point, finished_trials, replicate_outcomes
-from analysis.measurement import PairedComparison, paired_comparison, seeds_only_interval
-from analysis.units import amount, level
+from analysis.measurement import (
+    PairedComparison,
+    paired_comparison,
+    seeds_only_interval,
+    signed_points,
+)
+from analysis.units import level
 
 WORDS = {"beat": "held", "did not beat": "did not hold", "cannot be told apart":
          "cannot be told apart"}  # fmt: skip
@@ -57,9 +62,10 @@ class Confirmation:
         where = ", ".join(f"{k} = {v}" for k, v in self.chosen.factors.items())
         rival = ", ".join(f"{k} = {v}" for k, v in self.rival.factors.items())
         seeds = f"{self.chosen.n} fresh seed{'s' * (self.chosen.n != 1)}"
-        signed = lambda v: f"{'+' if v >= 0 else '−'}{amount(metric, v)}"  # noqa: E731
+        signed = signed_points
         if self.low is None or self.high is None:
-            sure = "one seed each, so no interval"
+            sure = ("one seed each, so no interval" if self.chosen.n < 2 else "no per-item "
+                    "outcomes, and the seeds' differences agree exactly: no interval")  # fmt: skip
         else:
             counts = ""
             if self.paired is not None:
@@ -131,6 +137,13 @@ def confirmation(df: pd.DataFrame, target: dict[str, str], outcomes=None) -> Con
                         WORDS[found], against)  # fmt: skip
 
 
+def _seeds(point: BestPoint) -> tuple:
+    """The point's replicates' seeds, one per run (a missing seed stands for its own run)."""
+    seeds = point.seeds or (None,) * len(point.run_ids)
+    return tuple(s if s is not None else f"run {r}" for s, r in zip(seeds, point.run_ids,
+                                                                    strict=True))  # fmt: skip
+
+
 def _compared(chosen: BestPoint, rival: BestPoint, outcomes, done: pd.DataFrame):
     """(paired comparison or None, low, high, mean difference) of chosen minus rival, seed with
     seed: on the shared items when the record keeps them, else over the seeds' accuracies alone
@@ -138,11 +151,16 @@ def _compared(chosen: BestPoint, rival: BestPoint, outcomes, done: pd.DataFrame)
     mine = replicate_outcomes(outcomes, chosen.run_ids, chosen.metric)
     theirs = replicate_outcomes(outcomes, rival.run_ids, rival.metric)
     if mine is not None and theirs is not None:
-        a = dict(zip(chosen.seeds or range(len(mine)), mine, strict=True))
-        b = dict(zip(rival.seeds or range(len(theirs)), theirs, strict=True))
-        paired = paired_comparison(a, b, chosen.mode, chosen.level)
-        d = paired.difference
-        return paired, d.low, d.high, d.mean
+        # item by item in the chosen point's item order, seed with seed
+        items = outcomes.trials[chosen.run_ids[0]].items
+        a = [(s, outcomes.trials[r].aligned(items).correct(chosen.metric))
+             for s, r in zip(_seeds(chosen), chosen.run_ids, strict=True)]  # fmt: skip
+        b = {s: outcomes.trials[r].aligned(items).correct(rival.metric)
+             for s, r in zip(_seeds(rival), rival.run_ids, strict=True)}  # fmt: skip
+        if len(b) == len(rival.run_ids):
+            paired = paired_comparison(a, b, chosen.mode, chosen.level)
+            d = paired.difference
+            return paired, d.low, d.high, d.mean
     values = {}
     for point, sign in ((chosen, 1.0), (rival, -1.0)):
         rows = done[done["point_id"] == point.point_id]

@@ -425,7 +425,8 @@ def _sub_item_sentence(e: Effect, items: int) -> str:
     change = e.change[0].upper() + e.change[1:]
     return (f"{change}: estimated at {_signed(e.response, e.estimate)} on {e.response}, less "
             f"than one held-out item of {items} ({_amount(e.response, resolution(items))}), "
-            "so not called found; more held-out items would resolve it.")  # fmt: skip
+            "so not called found: a difference that small does not register as one item "
+            "on this held-out set.")  # fmt: skip
 
 
 def _effect_sentence(e: Effect, detected: bool) -> str:

@@ -734,7 +734,8 @@ def power(
             typer.echo(
                 f"  {plan.change}: detectable now {now}; {amount(metric, size)} is less than one "
                 f"held-out item of {plan.items:,}: heldout_size limits it, not the replicates; "
-                f"resolving it needs at least {plan.items_needed:,} held-out items"
+                f"for a difference that small to register as one item, score on at least "
+                f"{plan.items_needed:,} held-out items"
             )
             continue
         if plan.replicates_needed is None:

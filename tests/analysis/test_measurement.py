@@ -245,3 +245,55 @@ def test_no_discordant_items_is_p_one_not_a_division_by_zero():
     """huggingface/evaluate#795: McNemar's chi-square divides by b + c; the exact test at b = c
     = 0 is p = 1, and two identical systems are a comparison, not an error."""
     assert mcnemar_exact(0, 0) == 1.0
+
+
+def test_seeds_that_disagree_item_by_item_keep_their_mean():
+    """Both seeds right on half the items, the other half: no seed or item effect, all
+    interaction; the mean is 0.5 with an interval around it (not the first outcome's Wilson)."""
+    x = np.array([[1, 0] * 50, [0, 1] * 50], dtype=float)
+    iv = two_source_interval(x)
+    assert iv.mean == 0.5 and iv.low < 0.5 < iv.high and iv.width > 0
+
+
+def test_non_finite_outcomes_are_refused():
+    with pytest.raises(ValueError, match="finite"):
+        two_source_interval(np.array([[1.0, np.nan, 0.0]]))
+
+
+def paired_coverage(theta, seed_sd, item_sd, theta_raw, r, n, studies=400, seed=0) -> float:
+    """Coverage of the true accuracy difference between a seeded encoder and a fixed system
+    (the raw input: no seed) by the paired difference's interval, in planted studies."""
+    rng = np.random.default_rng(seed)
+    truth = true_accuracy(theta, seed_sd, item_sd) - true_accuracy(theta_raw, 0.0, item_sd)
+    hits = 0
+    for _ in range(studies):
+        u, v = rng.normal(0, seed_sd, r), rng.normal(0, item_sd, n)
+        x = (rng.random((r, n)) < expit(theta + u[:, None] + v[None, :])).astype(np.int8)
+        raw = (rng.random(n) < expit(theta_raw + v)).astype(np.int8)
+        d = paired_comparison({s: x[s] for s in range(r)}, {None: raw}).difference
+        hits += d.low <= truth <= d.high
+    return hits / studies
+
+
+@pytest.mark.parametrize(
+    ("name", "theta", "seed_sd", "item_sd", "theta_raw", "r", "n"),
+    [("default", 4.5, 0.05, 2.5, 4.5, 2, 360), ("fashion_mnist", 1.6, 0.05, 2.0, 1.7, 3, 2000)],
+)
+def test_the_paired_difference_covers_the_true_difference(
+    name, theta, seed_sd, item_sd, theta_raw, r, n
+):
+    found = paired_coverage(theta, seed_sd, item_sd, theta_raw, r, n)
+    print(f"{name}: paired difference coverage {found:.3f} (nominal 0.95, 400 studies)")
+    assert 0.92 <= found <= 0.98
+
+
+def test_unmatched_seeds_take_the_baselines_remaining_seeds_in_turn():
+    mine, theirs = _vectors(100, 80, 5, 1)
+    found = paired_comparison({1: mine, 5: mine, 7: mine}, {1: theirs, 2: theirs})
+    assert [(t.seed, t.against_seed) for t in found.tests] == [(1, 1), (5, 2), (7, 2)]
+
+
+def test_replicates_without_a_seed_are_all_kept():
+    mine, theirs = _vectors(100, 80, 5, 1)
+    found = paired_comparison([(None, mine), (None, mine), (3, mine)], {None: theirs})
+    assert len(found.tests) == 3 and found.difference.replicates == 3

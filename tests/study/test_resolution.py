@@ -46,7 +46,8 @@ def test_power_below_one_item_asks_for_held_out_items_not_replicates(recorded):
     assert done.returncode == 0, done.stderr
     assert "resolution: 360 held-out items, one item = 0.28 points" in done.stdout
     said = ("0.1 points is less than one held-out item of 360: heldout_size limits it, not the "
-            "replicates; resolving it needs at least 1,000 held-out items")
+            "replicates; for a difference that small to register as one item, score on at least "
+            "1,000 held-out items")
     assert said in done.stdout
     assert "replicates per point (detects" not in done.stdout
 
