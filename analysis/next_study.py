@@ -142,7 +142,8 @@ def confirm_replicates(fit, gap: float, replicates_now: int, items: int | None):
     for r in range(floor, MAX_REPLICATES + 1):
         if noncentrality(r - 1, 0.05, 0.8) * sd / np.sqrt(r) <= gap:
             return r, (f"to tell them {amount(fit.response, gap)} apart at 80% power, from the "
-                       "study's error mean square")  # fmt: skip
+                       "study's error mean square: a lower bound, since the observed gap is "
+                       "inflated by the selection and the items add their own error")  # fmt: skip
     return MAX_REPLICATES, f"more than {MAX_REPLICATES} would be needed: capped"
 
 
