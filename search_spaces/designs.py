@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from search_spaces.spec import Factor, StudyError, StudySpec, kind_words
-from trainables.config import TrialConfig
+from trainables.config import INT64, TrialConfig
 from trainables.metrics import evaluation_metrics, final_metrics
 from trainables.names import did_you_mean, listing
 from trainables.text import base_type
@@ -709,7 +709,8 @@ GENERATORS = {
 # the table
 # ---------------------------------------------------------------------------------------------
 def trial_config(spec: StudySpec, factors: dict[str, Any], seed: int) -> TrialConfig:
-    """Fixed fields + one point's factor values + the seed, validated; errors name the field."""
+    """Fixed fields + one point's factor values + the seed, validated; errors name the field,
+    each problem of a message that holds several (``a; b``) by its own field."""
     try:
         return TrialConfig(**fixed_fields(spec) | factors | {"seed": seed})
     except ValidationError as err:
@@ -717,16 +718,23 @@ def trial_config(spec: StudySpec, factors: dict[str, Any], seed: int) -> TrialCo
         name = str(first["loc"][0]) if first["loc"] else ""
         msg = first["msg"].removeprefix("Value error, ")
         msg = re.sub(r"\bworkers=", "resources.workers=", msg)  # the study sets it there
-        if name in factors:
-            raise StudyError(f"factors.{name}: level {factors[name]!r}: {msg}") from None
-        if name in spec.trial:
-            raise StudyError(f"trial.{name}: {msg} (got {spec.trial[name]!r})") from None
-        point = ", ".join(f"{k}={v!r}" for k, v in factors.items())
-        named = [n for n in [*factors, *spec.trial] if re.search(rf"\b{n}\b", msg)]
-        where = ""
-        if named:
-            where = ("factors." if named[0] in factors else "trial.") + named[0] + ": "
-        raise StudyError(f"{where}{msg} (at point {point})") from None
+        parts = [_placed(part, name, spec, factors) for part in msg.split("; ")]
+        raise StudyError("; ".join(parts)) from None
+
+
+def _placed(msg: str, name: str, spec: StudySpec, factors: dict[str, Any]) -> str:
+    """One problem of a trial, named where the study file sets what it is about."""
+    if name in factors:
+        return f"factors.{name}: level {factors[name]!r}: {msg}"
+    if name in spec.trial:
+        return f"trial.{name}: {msg} (got {spec.trial[name]!r})"
+    named = [n for n in [*factors, *spec.trial] if re.search(rf"\b{n}=", msg)]
+    named = named or [n for n in [*factors, *spec.trial] if re.search(rf"\b{n}\b", msg)]
+    if named and named[0] in spec.trial and named[0] not in factors:
+        return f"trial.{named[0]}: {msg}"  # the same at every point: said without one
+    point = ", ".join(f"{k}={v!r}" for k, v in factors.items())
+    where = ("factors." + named[0] + ": ") if named else ""
+    return f"{where}{msg} (at point {point})"
 
 
 def build_design(spec: StudySpec) -> FixedDesign | AdaptiveDesign:
@@ -765,18 +773,41 @@ def _check_metric(where: str, metric: str, reported: tuple[str, ...]) -> None:
         )
 
 
+def _check_seeds(spec: StudySpec, points) -> None:
+    """The trials' seeds (design.seed + run · replicates + replicate) within the 64-bit integers
+    the record and torch hold, refused naming design.seed before any trial is made."""
+    runs = max((p.run for p in points), default=0)
+    highest = spec.design.seed + (runs + 1) * spec.design.replicates - 1
+    low, high = INT64
+    if spec.design.seed < low or highest > high:
+        raise StudyError(
+            f"design.seed: {spec.design.seed} with {spec.design.replicates} replicates gives "
+            f"trial seeds up to {highest}, beyond the 64-bit integers the record (Parquet, "
+            f"MLflow) and torch hold ({low} to {high}); choose a seed of at most "
+            f"{high - (highest - spec.design.seed)}"
+        )
+
+
 def _fixed_design(spec: StudySpec) -> FixedDesign:
     points, structure = GENERATORS[spec.design.kind](spec)
     replicates = spec.design.replicates
-    trials = []
+    _check_seeds(spec, points)
+    trials, problems = [], {}
     for index, point in enumerate(points):
         for replicate in range(replicates):
             # common random numbers across points; centre run c shifted past every earlier
             # run's seeds, so the centre runs differ by seed alone and measure pure error
             seed = spec.design.seed + point.run * replicates + replicate
-            config = trial_config(spec, point.values, seed)
+            try:
+                config = trial_config(spec, point.values, seed)
+            except StudyError as err:  # every distinct problem, said once, all at once
+                for part in str(err).split("; "):
+                    problems.setdefault(re.sub(r" \(at point [^)]*\)$", "", part), part)
+                continue
             trials.append(TrialPlan(f"p{index:03d}", replicate, seed, point.values, config,
                                     point.snapped, role=point.role))  # fmt: skip
+    if problems:
+        raise StudyError("; ".join(problems.values()))
     examples = {t.config.examples_seen for t in trials}
     if len(examples) != 1:  # cannot happen while the budget is fixed; guard the invariant
         raise StudyError(f"trials would see different numbers of examples: {sorted(examples)}")

@@ -68,6 +68,22 @@ class _Strict(ReadsText, KnownNames):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+PRINTED_DIGITS = 6  # the most significant digits a level is shown with anywhere
+
+
+def _printed_alike(levels: list[Any]) -> str:
+    """The first pair of distinct numeric levels that print alike at :data:`PRINTED_DIGITS`
+    significant digits ('0.1 and 0.10000000000000002'), or ''."""
+    numbers = [v for v in levels if isinstance(v, int | float) and not isinstance(v, bool)]
+    seen: dict[str, Any] = {}
+    for v in numbers:
+        shown = f"{float(v):.{PRINTED_DIGITS}g}"
+        if shown in seen and seen[shown] != v:
+            return f"{seen[shown]!r} and {v!r}"
+        seen.setdefault(shown, v)
+    return ""
+
+
 class Factor(_Strict):
     """One varied TrialConfig field: discrete ``levels`` or a numeric ``range``, on a ``scale``."""
 
@@ -87,6 +103,14 @@ class Factor(_Strict):
             if dupes:
                 shown = ", ".join(_shown(v) for _, v in sorted(dupes.items()))
                 raise ValueError(f"levels repeat {shown}")
+            alike = _printed_alike(self.levels)
+            if alike:
+                raise ValueError(
+                    f"levels {alike} differ by less than a reader can see: every table, run "
+                    f"name and report prints them alike ({PRINTED_DIGITS} significant digits), "
+                    "so they would be two design points that read as one; remove one or space "
+                    "them apart"
+                )
         if self.range is not None:
             lo, hi = self.range
             if not (math.isfinite(lo) and math.isfinite(hi)) or lo >= hi:

@@ -29,6 +29,16 @@ from trainables.augment import COMPONENTS, VECTOR_COMPONENTS, parse_augmentation
 from trainables.names import KnownNames
 from trainables.text import ReadsText
 
+# (training pool, held-out pool) of the datasets whose sizes are fixed: a heldout_size,
+# probe_train_size or knn_k beyond them would be clamped where they are used, and recorded as
+# what the user asked, not what ran
+POOLS = {
+    "digits": (1437, 360), "fashion_mnist": (60000, 10000), "mnist_idx": (60000, 10000),
+    "cifar10": (50000, 10000), "cifar100": (50000, 10000),
+}  # fmt: skip
+INT64 = (-(2**63), 2**63 - 1)  # Parquet's int64, MLflow's steps, torch's manual_seed
+EXACT_COUNT = 2**53  # a 64-bit float (an MLflow metric) counts exactly up to here
+
 DATASETS = (
     "digits", "toy", "cifar10", "cifar100", "stl10", "imagefolder", "fashion_mnist", "mnist_idx",
 )  # fmt: skip
@@ -125,6 +135,8 @@ class TrialConfig(ReadsText, KnownNames):
 
     @model_validator(mode="after")
     def _check(self) -> TrialConfig:
+        self._check_limits()
+        self._check_used_as_recorded()
         parse_augmentation(self.augmentation)  # raises naming the unknown component
         if self.budget_examples % self.batch_size:
             raise ValueError(
@@ -172,6 +184,52 @@ class TrialConfig(ReadsText, KnownNames):
                     f"encoder={self.encoder!r} needs images; dataset='toy' takes 'mlp'"
                 )
         return self
+
+    def _check_limits(self) -> None:
+        """Every integer within what the record holds, all named at once: 64-bit integers
+        (Parquet's int64, MLflow's params and steps, torch's seeds), and the budget within 2**53,
+        where MLflow's metrics (64-bit floats) still count examples exactly."""
+        low, high = INT64
+        wrong = []
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            for v in value if isinstance(value, tuple) else (value,):
+                if isinstance(v, int) and not isinstance(v, bool) and not low <= v <= high:
+                    wrong.append(
+                        f"{name}={v} is beyond the 64-bit integers the record (Parquet, "
+                        f"MLflow) and torch hold: {low} to {high}"
+                    )
+        if not wrong and self.budget_examples > EXACT_COUNT:
+            wrong.append(
+                f"budget_examples={self.budget_examples} is beyond 2**53 = {EXACT_COUNT}: "
+                "MLflow records examples seen as 64-bit floats, exact only up to there"
+            )
+        if wrong:
+            raise ValueError("; ".join(wrong))
+
+    def _check_used_as_recorded(self) -> None:
+        """Every setting is the one a trial uses: a held-out or probe split larger than its
+        pool, or a k-NN k larger than the probe rows, would be clamped silently where it is
+        used while the record says otherwise; each is refused, all at once."""
+        train_pool, held_pool = POOLS.get(self.dataset, (None, None))
+        if self.dataset == "toy":
+            train_pool = self.toy_train_size
+        wrong = []
+        held = self.heldout_size
+        if held_pool is not None and held is not None and held > held_pool:
+            wrong.append(f"heldout_size={self.heldout_size} is more than the {held_pool} held-out "
+                         f"rows {self.dataset} has: at most {held_pool}")  # fmt: skip
+        if train_pool is not None and (self.probe_train_size or 0) > train_pool:
+            wrong.append(f"probe_train_size={self.probe_train_size} is more than the "
+                         f"{train_pool} training rows {self.dataset} has: at most "
+                         f"{train_pool}")  # fmt: skip
+        rows = min(x for x in (self.probe_train_size, train_pool) if x is not None) if (
+            self.probe_train_size or train_pool) else None  # fmt: skip
+        if rows is not None and self.knn_k > rows:
+            wrong.append(f"knn_k={self.knn_k} is more than the {rows} probe rows its neighbours "
+                         f"are drawn from (probe_train_size): at most {rows}")  # fmt: skip
+        if wrong:
+            raise ValueError("; ".join(wrong))
 
     def _check_data_root(self) -> None:
         """An on-disk dataset needs a folder unless it has a default one; IDX datasets are read

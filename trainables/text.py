@@ -18,6 +18,7 @@ field, a design option), and is converted by that type:
 
 from __future__ import annotations
 
+import decimal
 import math
 import re
 import types
@@ -115,17 +116,51 @@ def accepts_none(annotation: Any) -> bool:
 
 
 def integral(value: Any) -> Any:
-    """``"1e5"``, ``"64.0"`` or 64.0 -> an int when exactly integral; anything else unchanged
-    (the field's validator then refuses it with its own message)."""
+    """``"1e5"``, ``"64.0"``, ``"1e30"`` or 64.0 -> an int when exactly integral (read as
+    written, in decimal: ``1e30`` is 10**30, not the float nearest it); anything else unchanged
+    (the field's validator then refuses it with its own message, and a bound refuses an integer
+    too large to hold)."""
     if isinstance(value, str) and NUMBER.match(value.strip()):
-        number = float(value)
-    elif isinstance(value, float):
-        number = value
+        number = decimal.Decimal(value.strip())
+    elif isinstance(value, float) and math.isfinite(value):
+        number = decimal.Decimal(value)
     else:
         return value
-    if math.isfinite(number) and number == int(number) and abs(number) < 2**53:
+    if number == number.to_integral_value():
         return int(number)
     return value
+
+
+FLOAT_MAX = 1.7976931348623157e308
+
+
+def number_problem(text: str) -> str | None:
+    """Why numeric ``text`` cannot be held as a 64-bit float, or None: it overflows (``1e400``
+    reads as infinity) or underflows (``1e-400`` reads as 0, a nonzero number lost)."""
+    if not NUMBER.match(text.strip()):
+        return None
+    exact = decimal.Decimal(text.strip())
+    number = float(exact)
+    if math.isinf(number):
+        return f"{text} overflows a 64-bit float (the largest is about {FLOAT_MAX:.4g})"
+    if number == 0 and exact != 0:
+        return (f"{text} underflows a 64-bit float: it would be read as 0 (the smallest "
+                "positive is about 4.9e-324)")
+    return None
+
+
+def number_problems(data: Any, path: str = "") -> list[str]:
+    """Every numeric text in ``data`` (as :func:`load_yaml` reads it) that a 64-bit float
+    cannot hold, named by its path: 'factors.temperature.range[1]: 1e400 overflows …'."""
+    if isinstance(data, dict):
+        return [p for k, v in data.items()
+                for p in number_problems(v, f"{path}.{k}" if path else str(k))]  # fmt: skip
+    if isinstance(data, list | tuple):
+        return [p for i, v in enumerate(data) for p in number_problems(v, f"{path}[{i}]")]
+    if isinstance(data, str):
+        problem = number_problem(data)
+        return [f"{path}: {problem}"] if problem else []
+    return []
 
 
 def typed_inputs(values: dict[str, Any], annotations: dict[str, Any]) -> dict[str, Any]:
@@ -136,6 +171,9 @@ def typed_inputs(values: dict[str, Any], annotations: dict[str, Any]) -> dict[st
     own validation, which converts numeric text by the declared type.
     """
     out = dict(values)
+    problems = [p for name, value in values.items() for p in number_problems(value, name)]
+    if problems:  # every number a float cannot hold, at once
+        raise ValueError("; ".join(problems))
     for name, value in values.items():
         kind = base_type(annotations.get(name, Any))
         if kind in (int, float) and isinstance(value, bool):
@@ -158,6 +196,6 @@ class ReadsText(BaseModel):
 
 
 __all__ = [
-    "NUMBER", "ReadsText", "TextLoader", "accepts_none", "base_type", "integral", "load_yaml",
-    "typed_inputs",
+    "NUMBER", "DuplicateKeyError", "ReadsText", "TextLoader", "accepts_none", "base_type",
+    "integral", "load_yaml", "number_problem", "number_problems", "typed_inputs",
 ]  # fmt: skip
