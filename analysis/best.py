@@ -156,8 +156,9 @@ def best_point(
         raise ValueError("the results table has no point_id column")
     factors = list(df.attrs.get("factors", []) if factors is None else factors)
     done = finished_trials(df)
-    values = pd.to_numeric(done[metric], errors="coerce")
-    valued = done[values.notna()].assign(_value=values[values.notna()].astype(float))
+    values = pd.to_numeric(done[metric], errors="coerce").astype(float)
+    finite = values.apply(math.isfinite)  # NaN and ±inf: no value (the headline names them)
+    valued = done[finite].assign(_value=values[finite])
     if valued.empty:
         raise LookupError(f"no finished trial has a value of {metric!r}")
     candidates = []

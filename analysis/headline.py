@@ -232,8 +232,23 @@ def study_sentence(analysis: StudyAnalysis) -> str:
     again = (f" ({repeated} repeated an earlier trial exactly, same factors and seed, and count "
              "once)") if repeated else ""  # fmt: skip
     finished += repeated
+    left = left_out(df, target_of(df)["metric"])
+    out = (f"; {len(left)} left out of the analysis of {target_of(df)['metric']}, for a missing "
+           f"or non-finite value: {', '.join(left)}") if left else ""  # fmt: skip
     return (f"{name} varied {ranges} in a {design} design: {analysis.n_trials} trials, "
-            f"{finished} finished{again}{budget}.")  # fmt: skip
+            f"{finished} finished{again}{budget}{out}.")  # fmt: skip
+
+
+def left_out(df: pd.DataFrame, metric: str) -> list[str]:
+    """The finished trials (``point_id-r<replicate>``) whose ``metric`` is missing or not
+    finite: every fit and the best point leave them out, and the headline names them."""
+    done = df[df["status"] == "finished"] if "status" in df else df
+    if metric not in done or done.empty:
+        return []
+    values = pd.to_numeric(done[metric], errors="coerce")
+    bad = done[~values.apply(lambda v: isinstance(v, float) and math.isfinite(v))]
+    return [f"{p}-r{r}" for p, r in zip(bad.get("point_id", []), bad.get("replicate", []),
+                                        strict=False)]  # fmt: skip
 
 
 def _and(items: list[str]) -> str:

@@ -121,12 +121,31 @@ def read_table(path: str | Path) -> pa.Table:
     """A Parquet file, a path or a URI, read through one open handle. A study that resumes
     rewrites its results.parquet (a new file renamed over the old); pyarrow reading by path
     takes the size of one file and may read the other ("corrupt file?")."""
-    if "://" in str(path):
-        fs, where = pafs.FileSystem.from_uri(str(path))
-    else:
-        fs, where = pafs.LocalFileSystem(), str(Path(path).absolute())
-    with fs.open_input_file(where) as handle:
-        return pq.read_table(handle)
+    try:
+        if "://" in str(path):
+            fs, where = pafs.FileSystem.from_uri(str(path))
+        else:
+            fs, where = pafs.LocalFileSystem(), str(Path(path).absolute())
+        kind = fs.get_file_info(where).type
+        if kind == pafs.FileType.NotFound:
+            raise ValueError(f"{path}: no such file (a results .parquet: study run writes "
+                             "studies/<study>/results.parquet, study export another)")  # fmt: skip
+        if kind == pafs.FileType.Directory:
+            raise ValueError(f"{path}: a folder, not a results .parquet file")
+        with fs.open_input_file(where) as handle:
+            return pq.read_table(handle)
+    except ValueError as err:
+        if str(err).startswith(str(path)):
+            raise
+        # pyarrow's ArrowInvalid is a ValueError: "Could not open Parquet input source
+        # '<Buffer>'" names neither the file nor what it is
+        raise ValueError(f"{path}: not a Parquet file ({_first_line(err)})") from None
+    except OSError as err:  # unreadable, a bucket refused: pyarrow's own words, with the file
+        raise ValueError(f"{path}: cannot be read ({_first_line(err)})") from None
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
 def _check_factor_values(frame: pd.DataFrame, path: str | Path) -> None:

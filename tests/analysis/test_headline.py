@@ -196,3 +196,18 @@ def test_study_report_prints_the_findings_before_the_path(tmp_path, monkeypatch)
     assert done.output.splitlines()[-len(lines) - 1 :] == [*lines, f"wrote {out / 'report.html'}"]
     assert lines[1].startswith("Found: Doubling temperature lowers probe/knn_top1_h by 2 points")
     assert not (tmp_path / "mlflow.db").exists()  # reading a file creates no store
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_trial_left_out_for_a_missing_or_non_finite_target_is_named(bad):
+    """A finished trial whose target is NaN or infinite is left out of every fit and of the best
+    point, and the headline's count says which."""
+    df = planted(-0.02)
+    row = df.index[(df["point_id"] == "p001") & (df["replicate"] == 1)][0]
+    df.loc[row, RESPONSE] = bad
+    top = headline(analyse(df, (RESPONSE,)))
+    assert top.sentence.endswith(
+        "16 trials, 16 finished, each trained on 30,720 examples; 1 left out of the analysis "
+        f"of {RESPONSE}, for a missing or non-finite value: p001-r1."
+    )
+    assert "p001" not in (top.best or "") or "3 replicates" in top.best

@@ -169,3 +169,30 @@ def test_a_notebook_reading_a_file_that_is_no_store_is_told_why_and_it_stays_as_
             with pytest.raises(ValueError, match=re.escape(STORES[store])):
                 read(*args)
         assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (lambda d: d / "missing.parquet", "missing.parquet: no such file"),
+        (lambda d: (d / "r.csv").write_text("a,b\n1,2\n") and d / "r.csv",
+         "r.csv: not a Parquet file (Could not open Parquet input source"),
+        (lambda d: (d / "folder").mkdir() or d / "folder", "folder: a folder, not a results"),
+    ],
+)
+def test_report_results_that_are_no_parquet_export_are_refused_naming_the_file(
+    tmp_path, make, said
+):
+    """study report --results on a missing file, a CSV or a folder: exit 2, the file named, no
+    traceback, nothing written."""
+    import subprocess
+    import sys
+
+    path = make(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    study = str(Path(sys.executable).with_name("study"))
+    done = subprocess.run([study, "report", "--results", str(path), "--out", "report"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
