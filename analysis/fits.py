@@ -342,7 +342,7 @@ def fit_best_supported(
                               error_ms_without_blocks=without.error_ms if without else None,
                               blocks=blocks, block_why=why,
                               r2_without_blocks=without.r2 if without else None)  # fmt: skip
-            return replace(fit, findings=findings(fit, items))
+            return replace(fit, findings=findings(fit, items, _replicated(df)))
         except NoVariationError as err:  # no simpler model helps: say why once and stop
             return ResponseFit(response, None, None, str(err), "no variation", blocks=blocks,
                                block_why=why)  # fmt: skip
@@ -350,6 +350,12 @@ def fit_best_supported(
             reasons.append(f"{name}: {err}")
     return ResponseFit(response, None, None, "; ".join(reasons), "unsupported", blocks=blocks,
                        block_why=why)  # fmt: skip
+
+
+def _replicated(df: pd.DataFrame) -> bool:
+    """Whether some design point has two finished replicates or more."""
+    done = df[df["status"] == "finished"] if "status" in df else df
+    return "point_id" in done and not done.empty and int(done.groupby("point_id").size().max()) > 1
 
 
 def block_term(df: pd.DataFrame) -> str | None:
@@ -429,17 +435,19 @@ def _sub_item_sentence(e: Effect, items: int) -> str:
             "on this held-out set.")  # fmt: skip
 
 
-def _effect_sentence(e: Effect, detected: bool) -> str:
+def _effect_sentence(e: Effect, detected: bool, replicated: bool = False) -> str:
     change = e.change[0].upper() + e.change[1:]
     if e.std_err is None and detected:  # exact data with spare df: certain, but no interval
         verb = "raises" if e.estimate > 0 else "lowers"
         return (f"{change} {verb} {e.response} by {_amount(e.response, e.estimate)} (the model "
                 "reproduces every trial: no interval).")  # fmt: skip
     if e.std_err is None:  # no residual degrees of freedom: an estimate, never a finding
+        from analysis.headline import more_error_advice
+
         return (f"{change}: estimated at {_signed(e.response, e.estimate)} on {e.response}, not "
                 "tested: the model reproduces every trial with at most one residual degree "
-                "of freedom, so there is no error to test it against; replicate the "
-                "points.")  # fmt: skip
+                f"of freedom, so there is no error to test it against; "
+                f"{more_error_advice(replicated)}.")  # fmt: skip
     p = "n/a" if e.p_adjusted is None else f"{e.p_adjusted:.2g}"
     if detected:
         verb = "raises" if e.estimate > 0 else "lowers"
@@ -470,7 +478,9 @@ def _below_one_item(e: Effect, items: int | None) -> bool:
     return bool(items) and is_accuracy(e.response) and abs(e.estimate) < resolution(items)
 
 
-def findings(fit: ResponseFit, items: int | None = None) -> Findings | None:
+def findings(
+    fit: ResponseFit, items: int | None = None, replicated: bool = False
+) -> Findings | None:
     """The words of one fit (see :class:`Findings`); None when nothing was fitted. ``items``:
     the held-out items an accuracy counts over (detectable sizes are floored at one item, and
     an effect smaller than one item is never found)."""
@@ -507,10 +517,12 @@ def findings(fit: ResponseFit, items: int | None = None) -> Findings | None:
         if flat:
             why = "the fitted surface is flat (see the notes)"
         if saturated:
+            from analysis.headline import more_error_advice
+
             why = (f"the model leaves {s.error_df} residual degree(s) of freedom and "
                    f"{'reproduces every trial' if s.exact else 'no error'}, so there is no "
-                   "error to test an effect against; replicate the points")  # fmt: skip
-            untested = tuple(_effect_sentence(e, False) for e in effects)
+                   f"error to test an effect against; {more_error_advice(replicated)}")  # fmt: skip
+            untested = tuple(_effect_sentence(e, False, replicated) for e in effects)
             return Findings(s.response, False, f"No effect on {s.response} can be tested: {why}.",
                             (), untested, None, block, effects,
                             no_optimum=f"No optimum is named: {why}.")  # fmt: skip

@@ -164,6 +164,7 @@ def headline(analysis: StudyAnalysis) -> Headline:
     found, missed, labels = [], [], []
     on_target = None
     fits = sorted(analysis.fits.values(), key=lambda f: response_rank(f.response, target["metric"]))
+    replicated = replicates_per_point(df) > 1
     for fit in fits:
         words = fit.findings
         if words is None:
@@ -172,9 +173,9 @@ def headline(analysis: StudyAnalysis) -> Headline:
         is_target = fit.response == target["metric"]
         if not words.beats_mean:
             if is_target:
-                on_target = _nothing_detected(fit)
+                on_target = _nothing_detected(fit, replicated)
                 continue
-            missed.append(_nothing_detected(fit))
+            missed.append(_nothing_detected(fit, replicated))
             labels.append(f"any factor on {fit.response}")
             continue
         undetected = [e for e in words.effects if e.factor not in words.detected]
@@ -269,7 +270,7 @@ def _short(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _nothing_detected(fit: ResponseFit) -> str:
+def _nothing_detected(fit: ResponseFit, replicated: bool = False) -> str:
     sizes = "; ".join(
         f"{e.change} {_amount(fit.response, e.detectable)}"
         for e in fit.findings.effects
@@ -279,8 +280,8 @@ def _nothing_detected(fit: ResponseFit) -> str:
     surface = fit.surface
     if surface is not None and (not surface.error_df or (surface.exact and surface.error_df < 2)):
         detectable = (f" (the model reproduces every trial with {surface.error_df} residual "
-                      "degree(s) of freedom: no error to test against; replicate the "
-                      "points)")  # fmt: skip
+                      "degree(s) of freedom: no error to test against; "
+                      f"{more_error_advice(replicated)})")  # fmt: skip
     return f"No factor has a detectable effect on {fit.response}{detectable}."
 
 
@@ -344,8 +345,7 @@ def next_step(
         return None
     s = fit.surface
     if s.exact:
-        return ("replicate the design points: the model reproduces every trial, so the study "
-                "has no error to test effects against.")  # fmt: skip
+        return exact_fit_step(s, df)
     if fit.findings is not None and not fit.findings.beats_mean:
         return _more_replicates(fit, df, items)
     edges = _edges(s)
@@ -358,6 +358,42 @@ def next_step(
                 "lies.")  # fmt: skip
     return ("confirm the predicted optimum: replicate it, with a narrower range around it "
             "(see the response surfaces).")  # fmt: skip
+
+
+def more_error_advice(replicated: bool) -> str:
+    """What gives a fit without error an error to test against: replicates where the points
+    have none; where they have them already, the seeds decide and more of them say the same."""
+    if not replicated:
+        return "replicate the points"
+    return ("the points are replicated already, and the replicates agree: the seeds decide the "
+            "outcome; score on more held-out items or run more seeds per point")
+
+
+def replicates_per_point(df: pd.DataFrame) -> int:
+    """The most finished replicates any design point has (1 without a point_id)."""
+    done = df[df["status"] == "finished"] if "status" in df else df
+    if "point_id" not in done or done.empty:
+        return 1
+    return int(done.groupby("point_id").size().max())
+
+
+def exact_fit_step(s, df: pd.DataFrame) -> str:
+    """What to do when the model reproduces every trial: replicate the points when the design
+    has none; when it has replicates and the replicate is the block, the seeds decide the
+    outcome, and more of the same replicates would say the same."""
+    reps = replicates_per_point(df)
+    if reps < 2:
+        return ("replicate the design points: the model reproduces every trial, so the study "
+                "has no error to test effects against.")  # fmt: skip
+    if s.blocks is not None:
+        return (f"the seeds decide the outcome: with the replicate as a block the model "
+                f"reproduces every trial of the {reps} replicates per point, so whatever the "
+                "factors do is smaller than what the seed does; score on more held-out items "
+                "or run more seeds per point (a larger replicate block) before reading any "
+                "effect.")  # fmt: skip
+    return (f"the model reproduces every trial although each point has {reps} replicates: "
+            "the replicates agree exactly, so there is no error to test against; score on more "
+            "held-out items, or check that the seeds differ.")  # fmt: skip
 
 
 def _edges(s) -> list[str]:

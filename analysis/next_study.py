@@ -178,6 +178,11 @@ def _next_step(analysis: StudyAnalysis, replicates_now: int) -> NextStep:
     s = fit.surface
     if s.exact:
         more = max(2, 2 * replicates_now)
+        if replicates_now >= 2:  # the design has replicates: more of them would say the same
+            from analysis.headline import exact_fit_step
+
+            return NextStep("none", f"the model of {metric} reproduces every trial: "
+                            f"{exact_fit_step(s, analysis.results)}", metric)  # fmt: skip
         return NextStep("replicates", f"the model of {metric} reproduces every trial, so there "
                         "is no error to test an effect against: replicate every point "
                         f"({more} per point)", metric, replicates=more)  # fmt: skip

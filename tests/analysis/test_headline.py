@@ -211,3 +211,22 @@ def test_a_trial_left_out_for_a_missing_or_non_finite_target_is_named(bad):
         f"of {RESPONSE}, for a missing or non-finite value: p001-r1."
     )
     assert "p001" not in (top.best or "") or "3 replicates" in top.best
+
+
+def test_when_the_seed_alone_explains_the_response_next_never_asks_for_replicates_it_has():
+    """Two replicates per point, the response the seed's alone: the block model reproduces every
+    trial. "Replicate the design points" would ask for what the design has; the headline and
+    study next say that the seeds decide, and ask for more items or more seeds instead."""
+    from resultskit import study
+
+    from analysis.next_study import next_step as next_study_step
+
+    df = study(lambda tau, batch, r, i: 0.9 + 0.01 * r, replicates=2)
+    analysis = analyse(df, (RESPONSE,))
+    top = headline(analysis)
+    words = " ".join(top.lines())
+    assert "replicate the design points" not in words and "replicate the points" not in words
+    assert "seeds decide the outcome" in (top.next_step or "") + " ".join(top.not_detected) + (
+        top.on_target or "")  # fmt: skip
+    step = next_study_step(analysis, 2)
+    assert step.kind == "none" and "seeds decide the outcome" in step.reason
