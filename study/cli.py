@@ -421,19 +421,26 @@ def run(
     ] = True,
 ) -> None:
     """Run a study on Ray Tune; running an existing study again resumes it."""
-    from study.runner import StudyFailedError, StudyInterruptedError, run_study
+    from study.runner import (
+        StudyFailedError,
+        StudyInterruptedError,
+        catch_stop_signals,
+        run_study,
+        stopped_by,
+    )
 
+    catch_stop_signals()  # SIGTERM and SIGHUP stop a study as Ctrl-C does
     try:
         outcome = run_study(
             spec, address=address, tracking_uri=tracking_uri, storage=storage,
             max_concurrent=max_concurrent, smoke=smoke, figures=figures,
         )  # fmt: skip
-    except StudyInterruptedError as err:  # Ctrl-C: 128 + SIGINT, as a shell reports it
+    except StudyInterruptedError as err:  # 128 + the signal, as a shell reports it: 130, 143
         typer.echo(f"interrupted: {err}", err=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(128 + err.signum) from None
     except KeyboardInterrupt:  # before the study was opened: nothing to end
         typer.echo("interrupted before anything was recorded", err=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(128 + stopped_by()) from None
     except StudyError as err:
         _fail(err)
     except StudyFailedError as err:

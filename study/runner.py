@@ -66,36 +66,70 @@ class StudyFailedError(RuntimeError):
 
 
 class StudyInterruptedError(RuntimeError):
-    """``study run`` was interrupted (SIGINT, Ctrl-C): its trials stopped, every run of the
-    study ended KILLED, nothing partial presented as its result; the message says how to resume.
-    The CLI exits 130 with it."""
+    """``study run`` was stopped by a signal (SIGINT: Ctrl-C; SIGTERM: a scheduler, a spot
+    instance, ``kill``; SIGHUP: a closed terminal): its trials stopped, every run of the study
+    ended KILLED, nothing partial presented as its result; the message says how to resume. The
+    CLI exits 128 + the signal's number with it (130, 143, 129), as a shell reports it."""
+
+    def __init__(self, message: str, signum: int = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.signum = int(signum)
+
+
+# The signals that stop a study the same way: every one of them ends its runs KILLED. A cluster
+# scheduler (Slurm, Kubernetes, a spot instance) stops a job with SIGTERM, then SIGKILL after a
+# grace period; Ray's ray.init sets SIGTERM to sys.exit, so the handlers are set again after it.
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+_stopped_by: list[int] = []  # the signal that stopped this process's study, once one has
+
+
+def _stop(signum: int, frame) -> None:
+    """A stop signal in the main thread: remembered, then raised as the interrupt every stop
+    shares (the runs are ended where KeyboardInterrupt is caught)."""
+    _stopped_by.append(signum)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def stopped_by() -> int:
+    """The signal that stopped the study (SIGINT when none was seen: a KeyboardInterrupt)."""
+    return _stopped_by[-1] if _stopped_by else int(signal.SIGINT)
+
+
+def catch_stop_signals() -> None:
+    """SIGINT, SIGTERM and SIGHUP stop the study as Ctrl-C does (main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, _stop)
 
 
 @contextlib.contextmanager
 def sigint_ignored():
-    """SIGINT ignored for the block (cleanup that must finish: ending runs); in the main thread
-    only, where Python handles signals."""
+    """Every stop signal ignored for the block (cleanup that must finish: ending runs); in the
+    main thread only, where Python handles signals."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def hold_sigint() -> bool:
-    """Ignore further SIGINTs from now until :func:`release_sigint` (main thread only): the
-    cleanup after an interrupt must finish. Returns True."""
+    """Ignore further stop signals from now until :func:`release_sigint` (main thread only):
+    the cleanup after an interrupt must finish. Returns True."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
     return True
 
 
 def release_sigint() -> None:
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    catch_stop_signals()
 
 
 @dataclass(frozen=True)
@@ -395,6 +429,32 @@ def start_ray(
         cpus = min(cpus, math.ceil(slots * spec.resources.trial_cpu))
     global _LOCAL_RAY_ENV
     environment = dict(os.environ)  # what the raylet, and so every worker, inherits
+    with stop_signals_blocked():  # Ray's own processes stop when the driver says, not before
+        _init_local_ray(ray, cpus, capacity, spec, slots)
+    _LOCAL_RAY_ENV = (ray.get_runtime_context().get_node_id(), environment)
+    return True
+
+
+@contextlib.contextmanager
+def stop_signals_blocked():
+    """SIGTERM and SIGHUP blocked in this thread for the block, so the processes it starts
+    inherit them blocked: a scheduler's SIGTERM to the job's process group (Slurm, a closed
+    terminal's SIGHUP) then reaches the driver, which ends every run KILLED and stops Ray, and
+    not Ray's GCS and raylet first, whose death left the driver blocked on them until Ray's
+    core exited it (status 1, the runs left RUNNING). Ray blocks SIGINT there already. A signal
+    that arrives meanwhile is delivered to the driver once unblocked."""
+    blocked = {s for s in STOP_SIGNALS if s != signal.SIGINT}
+    if threading.current_thread() is not threading.main_thread() or not blocked:
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _init_local_ray(ray, cpus: int, capacity: dict, spec, slots) -> None:
     ray.init(
         num_cpus=cpus, num_gpus=int(capacity["GPU"]),
         include_dashboard=False, log_to_driver=False, logging_level="WARNING",
@@ -403,8 +463,6 @@ def start_ray(
             "preload_python_modules": _preloaded(spec), "num_workers_soft_limit": slots or cpus,
         },
     )  # fmt: skip
-    _LOCAL_RAY_ENV = (ray.get_runtime_context().get_node_id(), environment)
-    return True
 
 
 # Ray Train's settings for this machine's own Ray, where its workers and the driver share a
@@ -546,6 +604,7 @@ class DriverRay:
 
     def start(self) -> None:
         self.started = start_ray(self.address, self.spec, self.concurrency) or self.started
+        catch_stop_signals()  # ray.init set SIGTERM to sys.exit: a stop is a stop
 
     def stop(self) -> None:
         if self.started:
@@ -770,7 +829,8 @@ def run_study(
             for record, parent_id in opened:
                 end_runs(record, parent_id, "KILLED")
             release_sigint()
-            raise StudyInterruptedError(_interrupted(spec, rerun, bool(opened)))
+            signum = stopped_by()
+            raise StudyInterruptedError(_interrupted(spec, rerun, bool(opened), signum), signum)
     outcome = StudyOutcome(
         spec.study, tracking_uri, parent_id, results, counts, schedule.remaining,
         time.perf_counter() - t0, record.logging_s, trial_s, time.perf_counter() - tail_from,
@@ -948,12 +1008,14 @@ def _summarise(record: StudyRecord, parent_id: str, results: Path, spec: StudySp
         print(f"the parent run's summary was not logged: {type(err).__name__}: {err}")
 
 
-def _interrupted(spec: StudySpec, rerun: str, recorded: bool) -> str:
-    """What ``study run`` says when interrupted."""
+def _interrupted(spec: StudySpec, rerun: str, recorded: bool, signum: int = signal.SIGINT) -> str:
+    """What ``study run`` says when stopped by a signal."""
+    by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
     if not recorded:
-        return f"study {spec.study!r} interrupted before anything was recorded. Run it: {rerun}"
+        return (f"study {spec.study!r} interrupted{by} before anything was recorded. Run it: "
+                f"{rerun}")  # fmt: skip
     return (
-        f"study {spec.study!r} interrupted: its trials were stopped and every run of it that "
+        f"study {spec.study!r} interrupted{by}: its trials were stopped and every run of it that "
         "was not finished ended KILLED (none is left RUNNING); no result or report was written "
         "for this run. Resume it (finished trials are kept, the others continue from their "
         f"checkpoints): {rerun}"

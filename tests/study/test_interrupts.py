@@ -1,7 +1,9 @@
-"""Any interrupt of ``study run`` (SIGINT to the driver's process group, as Ctrl-C sends it): the
-trials stop, every run that was not finished ends KILLED (never RUNNING or SCHEDULED), nothing
-partial is presented as the study's result, the product prints its own resume command, and the
-exit status is 130; running the same command again resumes from the checkpoints."""
+"""Any stop of ``study run`` by a signal (SIGINT to the driver's process group, as Ctrl-C sends it;
+SIGTERM to the group or to the driver alone, as Slurm, Kubernetes or a spot instance stop a job;
+SIGHUP to the group, as a closed terminal does): the trials stop, every run that was not finished
+ends KILLED (never RUNNING or SCHEDULED), nothing partial is presented as the study's result, the
+product prints its own resume command, and the exit status is 128 + the signal's number (130,
+143, 129), never an abort; running the same command again resumes from the checkpoints."""
 
 from __future__ import annotations
 
@@ -23,9 +25,22 @@ from studykit import (
 NAME = "interrupted"
 
 
-def interrupt(process: subprocess.Popen) -> tuple[str, str]:
-    os.killpg(process.pid, signal.SIGINT)  # the whole group, as a terminal's Ctrl-C does
+STOPS = [
+    pytest.param(signal.SIGINT, True, id="SIGINT-group"),  # a terminal's Ctrl-C
+    pytest.param(signal.SIGTERM, True, id="SIGTERM-group"),  # Slurm's scancel, a job's end
+    pytest.param(signal.SIGTERM, False, id="SIGTERM-driver"),  # Kubernetes, kill PID
+    pytest.param(signal.SIGHUP, True, id="SIGHUP-group"),  # the terminal closed
+]
+
+
+def interrupt(process: subprocess.Popen, signum=signal.SIGINT, group=True) -> tuple[str, str]:
+    (os.killpg if group else os.kill)(process.pid, signum)
     return process.communicate(timeout=180)
+
+
+def said(signum) -> str:
+    by = "" if signum == signal.SIGINT else f" by {signal.Signals(signum).name}"
+    return f"interrupted: study 'interrupted' interrupted{by}"
 
 
 def statuses(uri: str) -> set[str]:
@@ -39,8 +54,9 @@ def statuses(uri: str) -> set[str]:
 # tests/study/test_data_parallel_study.py: each more of its trials costs seconds of Ray Train's
 # actors starting. One study for both interrupts (each driver costs a Ray start): the resumed
 # run, drawing its figures, is interrupted again while its report is written.
+@pytest.mark.parametrize(("signum", "group"), STOPS)
 def test_an_interrupt_during_the_trials_or_the_report_kills_what_is_unfinished_and_resumes(
-    workdir, ray_tmp
+    workdir, ray_tmp, signum, group
 ):
     levels = [0.1, 0.5]
     spec = write_spec(workdir / "s.yaml", NAME, factors={"temperature": {"levels": levels}},
@@ -50,9 +66,9 @@ def test_an_interrupt_during_the_trials_or_the_report_kills_what_is_unfinished_a
     command, first = start_driver(spec, workdir, uri, STUDY)
     trial_dir = workdir / "studies" / NAME / "trials" / "p000-r0"
     wait_for(lambda: len(checkpoints(trial_dir)) >= 1, 180, "a first checkpoint", first)
-    out, err = interrupt(first)
-    assert first.returncode == 130, err[-3000:]
-    assert "interrupted: study 'interrupted' interrupted: its trials were stopped" in err
+    out, err = interrupt(first, signum, group)
+    assert first.returncode == 128 + signum, err[-3000:]
+    assert f"{said(signum)}: its trials were stopped" in err
     # the same command, resumed: its options kept
     assert f"{STUDY} run {spec} --no-figures" in err and "Tuner.restore" not in out + err
     assert statuses(uri) <= {"KILLED", "FINISHED"} and "KILLED" in statuses(uri)
@@ -65,9 +81,9 @@ def test_an_interrupt_during_the_trials_or_the_report_kills_what_is_unfinished_a
     _, second = start_driver(spec, workdir, uri, STUDY, figures=True,
                              env=os.environ | {"TMPDIR": str(staging)})  # fmt: skip
     wait_for(lambda: list(staging.glob("study-out-*")), 400, "the export to begin", second)
-    _, err = interrupt(second)
-    assert second.returncode == 130, err[-3000:]
-    assert "interrupted:" in err and f"{STUDY} run {spec}" in err
+    _, err = interrupt(second, signum, group)
+    assert second.returncode == 128 + signum, err[-3000:]
+    assert said(signum) in err and f"{STUDY} run {spec}" in err
     (parent,) = parent_runs(uri, NAME)
     assert parent.info.status == "KILLED"  # the study's run did not complete
     assert {r.info.status for r in child_runs(uri, NAME)} == {"FINISHED"}  # its trials did
