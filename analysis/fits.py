@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from analysis.aliases import alias_map, alias_words
 from analysis.baselines import baselines_json
 from analysis.frontier import pareto_frontier
 from analysis.measurement import at_least_one_item, resolution, resolution_json
@@ -342,7 +343,7 @@ def fit_best_supported(
                               error_ms_without_blocks=without.error_ms if without else None,
                               blocks=blocks, block_why=why,
                               r2_without_blocks=without.r2 if without else None)  # fmt: skip
-            return replace(fit, findings=findings(fit, items, _replicated(df)))
+            return replace(fit, findings=findings(fit, items, _replicated(df), alias_map(df)))
         except NoVariationError as err:  # no simpler model helps: say why once and stop
             return ResponseFit(response, None, None, str(err), "no variation", blocks=blocks,
                                block_why=why)  # fmt: skip
@@ -478,8 +479,20 @@ def _below_one_item(e: Effect, items: int | None) -> bool:
     return bool(items) and is_accuracy(e.response) and abs(e.estimate) < resolution(items)
 
 
+def aliased_effects(effects, aliases: dict[str, tuple[str, ...]] | None) -> tuple[Effect, ...]:
+    """``effects`` whose change names the factor's aliases (:func:`analysis.aliases.alias_map`):
+    in a fraction, the estimate called one factor's is the sum of its aliases'."""
+    if not aliases:
+        return tuple(effects)
+    return tuple(replace(e, change=e.change + alias_words(aliases[e.factor]))
+                 if aliases.get(e.factor) else e for e in effects)  # fmt: skip
+
+
 def findings(
-    fit: ResponseFit, items: int | None = None, replicated: bool = False
+    fit: ResponseFit,
+    items: int | None = None,
+    replicated: bool = False,
+    aliases: dict[str, tuple[str, ...]] | None = None,
 ) -> Findings | None:
     """The words of one fit (see :class:`Findings`); None when nothing was fitted. ``items``:
     the held-out items an accuracy counts over (detectable sizes are floored at one item, and
@@ -488,6 +501,7 @@ def findings(
     if s is None:
         return None
     effects = resolved_effects(factor_effects(s, ALPHA, POWER), s.response, items)
+    effects = aliased_effects(effects, aliases)
     flat = s.optimum is None
     weak = s.model_p is not None and s.model_p > ALPHA
     unpredictive = math.isfinite(s.pred_r2) and s.pred_r2 <= 0

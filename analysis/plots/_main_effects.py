@@ -9,6 +9,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from analysis.aliases import alias_map
 from analysis.plots._common import (
     _binned,
     _cells,
@@ -55,8 +56,12 @@ def main_effects(df: pd.DataFrame, response: str, factors: Sequence[str] | None 
     if not names:
         raise ValueError("no varied factors to draw (pass factors= or set df.attrs['factors'])")
     fig, axes = _grid(len(names), 2, (2.75, 2.9))
+    aliases = alias_map(df)  # a fraction: each panel is its factor's and its aliases' sum
     for ax, factor in zip(axes, names, strict=True):
         _draw_main_effect(ax, df, response, factor)
+        if aliases.get(factor):
+            ax.set_xlabel(f"{_label(factor)}\n= {' = '.join(aliases[factor])} (aliased)",
+                          fontsize=8)  # fmt: skip
     axes[0].set_ylabel(response)
     axes[0].legend(fontsize=8)
     fig.suptitle(
