@@ -48,6 +48,7 @@ from analysis.record import (
     PARENT,
     TRIAL,
     decode_json_columns,
+    find_experiment,
     results_table,
     study_runs,
     trial_status,
@@ -205,7 +206,7 @@ def load_history(
     ``step`` (examples seen) and one column per metric."""
     uri = _uri(tracking_uri, name)
     client = read_client(uri)
-    experiment = client.get_experiment_by_name(name)
+    experiment = find_experiment(client, name)
     if experiment is None or experiment.lifecycle_stage != "active":
         raise LookupError(unknown_study(uri, name))
     runs = {r.data.tags["study.trial_key"]: r
@@ -268,7 +269,7 @@ def load_outcomes(
     """
     uri = _uri(tracking_uri, name)
     client = read_client(uri)
-    experiment = client.get_experiment_by_name(name)
+    experiment = find_experiment(client, name)
     if experiment is None or experiment.lifecycle_stage != "active":
         raise LookupError(unknown_study(uri, name))
     runs = study_runs(client, experiment.experiment_id, TRIAL)

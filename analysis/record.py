@@ -89,6 +89,34 @@ def decode_trial(params: dict[str, str], tags: dict[str, str]) -> tuple[dict, di
 # ---------------------------------------------------------------------------------------------
 # runs -> rows -> an Arrow table
 # ---------------------------------------------------------------------------------------------
+STUDY_TAG = "study.name"  # on the experiment and on every run: the study, whatever its name
+ALL = 3  # mlflow.entities.ViewType.ALL: active and deleted
+
+
+def find_experiment(client, study: str):
+    """The MLflow experiment of ``study``, found by its recorded identity, not only its name:
+    the experiment of that name; else one tagged ``study.name`` = ``study``; else the one
+    holding a run so tagged (a record made before experiments were tagged). A renamed
+    experiment is found (its ``name`` says what it is called now; the caller notes it), a
+    deleted one too (its ``lifecycle_stage`` says so; the caller refuses it naming the restore),
+    the active one first. None when the store holds no trace of the study."""
+    found = client.get_experiment_by_name(study)
+    if found is not None:
+        return found
+    experiments = sorted(client.search_experiments(view_type=ALL),
+                         key=lambda e: e.lifecycle_stage != "active")  # fmt: skip
+    for experiment in experiments:
+        if (experiment.tags or {}).get(STUDY_TAG) == study:
+            return experiment
+    for experiment in experiments:
+        runs = client.search_runs([experiment.experiment_id],
+                                  filter_string=f"tags.`{STUDY_TAG}` = '{study}'",
+                                  run_view_type=ALL, max_results=1)  # fmt: skip
+        if runs:
+            return experiment
+    return None
+
+
 def study_runs(client, experiment_id: str, role: str) -> list:
     return client.search_runs(
         [experiment_id], filter_string=f"tags.`{ROLE_TAG}` = '{role}'", max_results=50000
@@ -171,7 +199,7 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
     Raises:
         LookupError: no experiment of that name, or it was deleted.
     """
-    experiment = client.get_experiment_by_name(study)
+    experiment = find_experiment(client, study)
     if experiment is None or experiment.lifecycle_stage != "active":
         state = "was deleted" if experiment is not None else "does not exist"
         raise LookupError(f"the MLflow experiment of study {study!r} {state}")

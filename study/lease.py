@@ -142,7 +142,9 @@ class TrackingLease:
             self.uri.removeprefix("sqlite:///")
         ):
             return None
-        experiment = self._client().get_experiment_by_name(self.study)
+        from analysis.record import find_experiment
+
+        experiment = find_experiment(self._client(), self.study)
         return None if experiment is None else experiment.experiment_id
 
     def prepare(self) -> None:

@@ -41,10 +41,12 @@ from analysis.record import (
     OBJECTIVES_TAG,
     PARENT,
     ROLE_TAG,
+    STUDY_TAG,
     TRIAL,
     TRIAL_CONFIG_TAG,
     decode_trial,
     encode_trial,
+    find_experiment,
     study_runs,
 )
 from analysis.sqlite_reader import DELETED_ONLY, read_client
@@ -216,7 +218,7 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
         return False  # a new embedded store: nothing in it yet (and reading would create it)
     client = read_client(uri)
     try:
-        experiment = client.get_experiment_by_name(study)
+        experiment = find_experiment(client, study)
         if experiment is None:
             return False
         eid = experiment.experiment_id
@@ -714,7 +716,7 @@ def _create_experiment(client, study: str, location: str | None) -> str:
     same moment, created between our look and our creation (the lease then refuses one)."""
     try:
         return client.create_experiment(study, artifact_location=location,
-                                        tags={KIND_TAG: KIND})  # fmt: skip
+                                        tags={KIND_TAG: KIND, STUDY_TAG: study})  # fmt: skip
     except MlflowException as err:
         if err.error_code != "RESOURCE_ALREADY_EXISTS":
             raise
@@ -728,7 +730,10 @@ class StudyRecord:
         create_store(tracking_uri)
         _bind_mlflow()
         client = MlflowClient(tracking_uri)
-        experiment = client.get_experiment_by_name(study)
+        experiment = find_experiment(client, study)
+        if experiment is not None and experiment.name != study:  # renamed in MLflow's UI
+            print(f"study {study!r}: its MLflow experiment (id {experiment.experiment_id}) is "
+                  f"named {experiment.name!r} now; recording into it, not a new one")  # fmt: skip
         if experiment is None:
             location = None
             if artifact_root is not None and "://" in str(artifact_root):
@@ -756,7 +761,7 @@ class StudyRecord:
         if not store_exists(tracking_uri):
             raise LookupError(unknown_study(tracking_uri, study))
         client = read_client(tracking_uri)
-        experiment = client.get_experiment_by_name(study)
+        experiment = find_experiment(client, study)
         if experiment is None or experiment.lifecycle_stage != "active":
             raise LookupError(unknown_study(tracking_uri, study))
         if not read_only:
@@ -849,6 +854,8 @@ class StudyRecord:
         tags = self.client.get_experiment(self.experiment_id).tags
         if tags.get(KIND_TAG, "") in UNCHOSEN_KINDS:
             self.client.set_experiment_tag(self.experiment_id, KIND_TAG, KIND)
+        if tags.get(STUDY_TAG) != self.study:  # its identity, found again if it is renamed
+            self.client.set_experiment_tag(self.experiment_id, STUDY_TAG, self.study)
 
     def describe_study(self, spec: StudySpec, design, parent_id: str) -> None:
         """Write the experiment's description (``study_note``, keeping the pointer to a report
