@@ -545,36 +545,40 @@ class StudySpec(_Strict):
         if not factors:
             raise ValueError("a study needs at least one factor")
         known = set(TrialConfig.model_fields)
+        problems = []  # every offending factor, named in one refusal
         for name in factors:
             if name in SET_BY_RESOURCES:
-                raise ValueError(SET_BY_RESOURCES[name].format(where="factors"))
-            if name == "seed":
-                raise ValueError(
+                problems.append(SET_BY_RESOURCES[name].format(where="factors"))
+            elif name == "seed":
+                problems.append(
                     "factors: 'seed' cannot be a factor: the design sets seeds through "
                     "replicates (design.seed, design.replicates)"
                 )
-            if name not in known:
-                raise ValueError("factors: " + unknown_field("factor", name, "factors"))
+            elif name not in known:
+                problems.append("factors: " + unknown_field("factor", name, "factors"))
         typed = {}
         for name, factor in factors.items():
+            if name not in known or name in SET_BY_RESOURCES or name == "seed":
+                continue
             try:
                 typed[name] = factor.typed_for(name)
             except ValueError as err:
-                raise ValueError(f"factors.{name}: {err}") from None
+                problems.append(f"factors.{name}: {err}")
+        if problems:
+            raise ValueError("; ".join(problems))
         return typed
 
     @model_validator(mode="after")
     def _fixed_and_varied_disjoint(self) -> StudySpec:
         strange = [name for name in self.trial if name not in TrialConfig.model_fields]
-        if strange:
-            raise ValueError("trial: " + unknown_field("TrialConfig field", strange[0], "trial"))
-        for name in sorted(set(self.trial) & set(SET_BY_RESOURCES)):
-            raise ValueError(SET_BY_RESOURCES[name].format(where="trial"))
-        both = sorted(set(self.trial) & set(self.factors))
-        if both:
-            raise ValueError(
-                f"factors.{both[0]}: {both[0]!r} is both a fixed trial field and a factor"
-            )
+        problems = ["trial: " + unknown_field("TrialConfig field", name, "trial")
+                    for name in strange]  # fmt: skip
+        problems += [SET_BY_RESOURCES[name].format(where="trial")
+                     for name in sorted(set(self.trial) & set(SET_BY_RESOURCES))]  # fmt: skip
+        problems += [f"factors.{name}: {name!r} is both a fixed trial field and a factor"
+                     for name in sorted(set(self.trial) & set(self.factors))]  # fmt: skip
+        if problems:  # every one at once
+            raise ValueError("; ".join(problems))
         object.__setattr__(self, "trial", _typed_trial(self.trial))
         return self
 

@@ -119,3 +119,27 @@ def test_plan_exits_2_and_writes_nothing(tmp_path, design, trial, said):
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
     assert yaml.safe_load(path.read_text())  # the file itself untouched
+
+
+def test_every_offending_factor_and_trial_field_is_named_in_one_refusal(tmp_path):
+    path = tmp_path / "three.yaml"
+    path.write_text("""\
+study: three
+trial: {dataset: digits, budget_examples: 7680, lerning_rate: 0.1, heldout_sise: 100}
+factors:
+  temperature: {levels: [0.1, -0.5], scale: log}
+  batch_size: {levels: [64, 63.5]}
+  tempreature: {levels: [1, 2]}
+design: {kind: full_factorial, replicates: 1}
+""")
+    with pytest.raises(StudyError) as err:
+        load_spec(path)
+    message = str(err.value)
+    for said in ("unknown factor 'tempreature'", "factors.temperature: scale log needs positive",
+                 "factors.batch_size: level '63.5'"):
+        assert said in message, message
+    path.write_text(path.read_text().replace("  tempreature: {levels: [1, 2]}\n", "").replace(
+        "[0.1, -0.5]", "[0.1, 0.5]").replace("63.5", "128"))  # fmt: skip
+    with pytest.raises(StudyError) as err:
+        load_spec(path)
+    assert "'lerning_rate'" in str(err.value) and "'heldout_sise'" in str(err.value)
