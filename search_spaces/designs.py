@@ -710,7 +710,7 @@ GENERATORS = {
 # ---------------------------------------------------------------------------------------------
 def trial_config(spec: StudySpec, factors: dict[str, Any], seed: int) -> TrialConfig:
     """Fixed fields + one point's factor values + the seed, validated; errors name the field,
-    each problem of a message that holds several (``a; b``) by its own field."""
+    each problem of a message that holds several (one a line) by its own field."""
     try:
         return TrialConfig(**fixed_fields(spec) | factors | {"seed": seed})
     except ValidationError as err:
@@ -718,8 +718,8 @@ def trial_config(spec: StudySpec, factors: dict[str, Any], seed: int) -> TrialCo
         name = str(first["loc"][0]) if first["loc"] else ""
         msg = first["msg"].removeprefix("Value error, ")
         msg = re.sub(r"\bworkers=", "resources.workers=", msg)  # the study sets it there
-        parts = [_placed(part, name, spec, factors) for part in msg.split("; ")]
-        raise StudyError("; ".join(parts)) from None
+        parts = [_placed(part, name, spec, factors) for part in msg.split("\n")]
+        raise StudyError("\n".join(parts)) from None
 
 
 def _placed(msg: str, name: str, spec: StudySpec, factors: dict[str, Any]) -> str:
@@ -773,6 +773,24 @@ def _check_metric(where: str, metric: str, reported: tuple[str, ...]) -> None:
         )
 
 
+def fitting_budgets(spec: StudySpec, trials: list, said: list[str]) -> str:
+    """The budgets nearest the study's that every batch size of the study divides (their least
+    common multiple's multiples): a refusal for an unmatchable budget says what would fit."""
+    sizes = {int(t.config.batch_size) for t in trials}
+    sizes |= {int(m) for p in said for m in re.findall(r"is unmatchable with batch_size=(\d+)", p)}
+    budget = int(spec.trial.get("budget_examples", TrialConfig.model_fields["budget_examples"]
+                                .default))  # fmt: skip
+    if not sizes or budget <= 0:
+        return ""
+    step = math.lcm(*sizes)
+    below, above = (budget // step) * step, -(-budget // step) * step
+    options = [b for b in (below, above) if b > 0 and b != budget]
+    fits = " or ".join(f"{b:,}".replace(",", "") for b in sorted(set(options)))
+    return (f"trial.budget_examples: {budget} is not a multiple of every batch size "
+            f"({', '.join(str(b) for b in sorted(sizes))}: their least common multiple is "
+            f"{step}); the nearest budgets that fit all of them are {fits}")
+
+
 def _check_seeds(spec: StudySpec, points) -> None:
     """The trials' seeds (design.seed + run · replicates + replicate) within the 64-bit integers
     the record and torch hold, refused naming design.seed before any trial is made."""
@@ -801,13 +819,16 @@ def _fixed_design(spec: StudySpec) -> FixedDesign:
             try:
                 config = trial_config(spec, point.values, seed)
             except StudyError as err:  # every distinct problem, said once, all at once
-                for part in str(err).split("; "):
+                for part in str(err).split("\n"):
                     problems.setdefault(re.sub(r" \(at point [^)]*\)$", "", part), part)
                 continue
             trials.append(TrialPlan(f"p{index:03d}", replicate, seed, point.values, config,
                                     point.snapped, role=point.role))  # fmt: skip
     if problems:
-        raise StudyError("; ".join(problems.values()))
+        said = list(problems.values())
+        if any("is unmatchable with batch_size" in p for p in said):
+            said.append(fitting_budgets(spec, trials, said))
+        raise StudyError("; ".join(s for s in said if s))
     examples = {t.config.examples_seen for t in trials}
     if len(examples) != 1:  # cannot happen while the budget is fixed; guard the invariant
         raise StudyError(f"trials would see different numbers of examples: {sorted(examples)}")

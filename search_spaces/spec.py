@@ -656,6 +656,30 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 120 else text[:100] + "…"
 
 
+def valid_name(name: str) -> str:
+    """A study name like ``name`` that the pattern takes: runs of other characters become one
+    '-', and it starts with a letter or digit ('my study!' -> 'my-study')."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]+", "-", name.strip()).strip("-_.")
+    return cleaned or "my-study"
+
+
+def _belongs(name: str, where: str) -> str:
+    """Where a known key given at the wrong level belongs ('' when it is no known key): a
+    factor dedented to the top level, a design option under trial, a trial field under design."""
+    homes = []
+    if name in StudySpec.model_fields and where:
+        homes.append("at the top level")
+    if name in Design.model_fields and where != "design":
+        homes.append("under design:")
+    if name in Resources.model_fields and where != "resources":
+        homes.append("under resources:")
+    if name in TrialConfig.model_fields and where not in ("trial", "factors"):
+        homes.append("under factors: (to vary it) or trial: (to fix it)")
+    if not homes:
+        return ""
+    return f"; {name!r} is a known key at another level: it belongs {' or '.join(homes)}"
+
+
 def _format_validation(err: ValidationError, source: str) -> str:
     lines = []
     for e in err.errors():
@@ -666,6 +690,13 @@ def _format_validation(err: ValidationError, source: str) -> str:
         if isinstance(value, dict) or "(got " in msg or msg.startswith(repr(value)):
             shown = ""  # a whole section, or the message shows the value itself
         key = UNKNOWN_KEY.match(msg)
+        if key:
+            msg += _belongs(key.group(1).split(".")[-1], where)
+        if where == "study" and e.get("type") == "string_pattern_mismatch":
+            msg = (f"{_shown(value)} is not a valid study name (letters, digits, '_', '.' and "
+                   f"'-', starting with a letter or digit: it names the MLflow experiment and "
+                   f"the folder studies/<study>/); try {valid_name(str(value))!r}")  # fmt: skip
+            shown = ""
         if key and where:  # an unknown key names itself: put the section before it
             lines.append(f"{source}: {where}.{msg}")
         elif key or re.match(r"^[a-z_]+(\.[A-Za-z0-9_]+)*:", msg):
@@ -714,8 +745,26 @@ def load_spec(path: str | Path | None = None) -> StudySpec:
     try:
         data = load_yaml(file.read_text())
     except yaml.YAMLError as err:
-        raise StudyError(f"{file}: not valid YAML: {err}") from None
+        raise StudyError(yaml_refusal(file, err)) from None
     return parse_spec(data, str(file))
+
+
+def yaml_refusal(file: Path, err: yaml.YAMLError) -> str:
+    """A YAML error said as ``FILE:LINE:COLUMN: problem (context)``, not PyYAML's
+    '"<unicode string>", line 6, column 4' (the text was read before it was parsed)."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None)
+    if mark is None or problem is None:
+        return f"{file}: not valid YAML: {err}"
+    context = getattr(err, "context", None)
+    where = f"{file}:{mark.line + 1}:{mark.column + 1}"
+    line = (mark.buffer or "").splitlines()[mark.line] if mark.buffer else ""
+    hint = ""
+    if "mapping values are not allowed" in problem:
+        hint = " (check the indentation of this line against the keys above it)"
+    pointer = f"\n  {line}\n  {' ' * mark.column}^" if line.strip() else ""
+    said = f"{problem}{f' ({context})' if context else ''}{hint}"
+    return f"{where}: not valid YAML: {said}{pointer}"
 
 
 def shipped_studies() -> list[str]:

@@ -205,7 +205,7 @@ class TrialConfig(ReadsText, KnownNames):
                 "MLflow records examples seen as 64-bit floats, exact only up to there"
             )
         if wrong:
-            raise ValueError("; ".join(wrong))
+            raise ValueError("\n".join(wrong))  # one problem a line
 
     def _check_used_as_recorded(self) -> None:
         """Every setting is the one a trial uses: a held-out or probe split larger than its
@@ -229,7 +229,7 @@ class TrialConfig(ReadsText, KnownNames):
             wrong.append(f"knn_k={self.knn_k} is more than the {rows} probe rows its neighbours "
                          f"are drawn from (probe_train_size): at most {rows}")  # fmt: skip
         if wrong:
-            raise ValueError("; ".join(wrong))
+            raise ValueError("\n".join(wrong))  # one problem a line
 
     def _check_data_root(self) -> None:
         """An on-disk dataset needs a folder unless it has a default one; IDX datasets are read
