@@ -591,6 +591,11 @@ def report(
     if (name is None) == (results is None):
         _fail(StudyError("give a study NAME or --results FILE.parquet (one of them)"))
     uri = tracking_uri or default_tracking_uri()
+    if as_json and name and out is None:  # a cheap question: the stored answer, when it holds
+        stored = _stored_report(name, uri)
+        if stored is not None:
+            typer.echo(stored)
+            return
     record = _existing(name, uri, writable=True) if name else None  # it points to the report
     try:
         summary, folder = make_report(record, results, out, tracking_uri=uri, figures=figures)
@@ -616,6 +621,42 @@ def _finished_trials(name: str, uri: str):
     if trials and all(status != "finished" for _, _, status in trials):
         _fail(StudyError(f"study {name!r} has no finished trial in {uri} to plan from"))
     return record, trials
+
+
+def _stored_report(name: str, uri: str) -> str | None:
+    """The JSON summary the study's last report left on its parent run, when that report was
+    made from exactly the trials the record holds now (the planning basis beside it names them)
+    and its artifacts are on this machine; None otherwise (the report is made afresh). Reads
+    only: nothing is fitted, drawn or written."""
+    import json as _json
+
+    from analysis.power import BASIS_FILE, BASIS_VERSION, trials_fingerprint
+    from analysis.record import trial_status
+    from study.record import StudyRecord
+
+    try:
+        record = StudyRecord.existing(uri, name, read_only=True)
+    except LookupError:
+        return None
+    parent = record.parent()
+    folder = _local_folder(parent.info.artifact_uri) if parent is not None else None
+    if folder is None:
+        return None
+    basis, report = folder / "report" / BASIS_FILE, folder / "report" / "report.json"
+    if not (basis.is_file() and report.is_file()):
+        return None
+    trials = [(key, run.info.run_id, trial_status(run))
+              for key, run in sorted(record.trial_runs().items())]  # fmt: skip
+    try:
+        data = _json.loads(basis.read_text())
+    except ValueError:
+        return None
+    if data.get("version") != BASIS_VERSION or data.get("trials") != trials_fingerprint(trials):
+        return None
+    try:
+        return _json.dumps(_json.loads(report.read_text()), default=str)  # as a fresh one prints
+    except ValueError:
+        return None
 
 
 def _stored_basis(record, trials: list[tuple[str, str, str]], metric: str):

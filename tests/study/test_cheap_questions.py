@@ -1,0 +1,53 @@
+"""Cheap questions answered cheaply: ``study report NAME --json`` on a record whose trials are
+the ones its last report was made from answers from that report, without fitting, drawing or
+writing anything, and says what a fresh report says (a real embedded store, planted results)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from recordkit import record_study
+
+STUDY = str(Path(sys.executable).with_name("study"))
+
+
+def _run(folder: Path, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([STUDY, *argv], cwd=folder, capture_output=True, text=True, timeout=300)
+
+
+def _tree(folder: Path) -> dict[str, float]:
+    return {str(p): p.stat().st_mtime for p in folder.rglob("*") if p.is_file()}
+
+
+def test_report_json_on_an_unchanged_record_is_the_stored_answer(tmp_path):
+    uri = record_study(tmp_path, "default-digits")
+    first = _run(tmp_path, "report", "default-digits", "--no-figures", "--tracking-uri", uri)
+    assert first.returncode == 0, first.stderr
+    before = _tree(tmp_path)
+    stored = _run(tmp_path, "report", "default-digits", "--json", "--tracking-uri", uri)
+    assert stored.returncode == 0, stored.stderr
+    assert _tree(tmp_path) == before  # nothing written: no report folder, no store change
+    fresh = _run(tmp_path, "report", "default-digits", "--json", "--no-figures", "--out",
+                 str(tmp_path / "fresh"), "--tracking-uri", uri)  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr
+    assert json.loads(stored.stdout) == json.loads(fresh.stdout)
+
+
+def test_a_changed_record_is_reported_afresh(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = record_study(tmp_path, "default-digits")
+    assert _run(tmp_path, "report", "default-digits", "--no-figures", "--tracking-uri",
+                uri).returncode == 0  # fmt: skip
+    client = MlflowClient(uri)
+    run = next(r for r in client.search_runs(
+        [client.get_experiment_by_name("default-digits").experiment_id],
+        filter_string="tags.`study.role` = 'trial'"))  # fmt: skip
+    client.delete_run(run.info.run_id)
+    again = _run(tmp_path, "report", "default-digits", "--json", "--no-figures",
+                 "--tracking-uri", uri)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["n_trials"] == 7
