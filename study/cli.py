@@ -456,6 +456,10 @@ def status(name: StudyName, tracking_uri: TrackingUri = None) -> None:
     from study.record import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
+    starting = _starting(name)
+    if starting is not None and not _recorded(name, uri):
+        typer.echo(starting)
+        return
     record = _existing(name, uri)
     runs = record.trial_runs()
     parent = record.parent()
@@ -476,6 +480,41 @@ def status(name: StudyName, tracking_uri: TrackingUri = None) -> None:
         ])  # fmt: skip
     headers = ["trial", "status", "examples seen", metric, "run"]
     console.print(_table(headers, rows, console.width))
+
+
+def _recorded(name: str, uri: str) -> bool:
+    """Whether the store holds the study's parent run yet (reads only)."""
+    from study.record import StudyRecord
+
+    try:
+        return StudyRecord.existing(uri, name, read_only=True).parent() is not None
+    except (LookupError, StudyError):
+        return False
+    except Exception:  # a store that cannot be read: _existing says why
+        return True
+
+
+def _starting(name: str) -> str | None:
+    """'study NAME: starting …' while a live driver holds the study's lease in the default
+    storage (studies/NAME/driver.lock) but has recorded nothing yet; None otherwise."""
+    import socket
+    import time
+
+    from study.lease import LEASE_FILE, Holder, pid_alive, timeout_s
+
+    path = Path("studies") / name / LEASE_FILE
+    try:
+        holder = Holder.from_text(path.read_text())
+    except OSError:
+        return None
+    if holder is None:
+        return None
+    here = holder.host == socket.gethostname()
+    live = pid_alive(holder.pid) if here else time.time() - holder.beat < timeout_s()
+    if not live:
+        return None
+    return (f"study {name}: starting, its driver running ({holder.describe(time.time())}); "
+            "nothing is recorded yet: its trials are listed here once it has opened its record")
 
 
 def trial_state(run) -> str:

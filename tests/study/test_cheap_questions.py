@@ -51,3 +51,32 @@ def test_a_changed_record_is_reported_afresh(tmp_path):
                  "--tracking-uri", uri)  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["n_trials"] == 7
+
+
+def test_status_names_a_study_that_is_starting(tmp_path):
+    """Between study run's start and its record: a live driver holds the lease in the default
+    storage, and study status says the study is starting instead of 'no study named'."""
+    import os
+    import socket
+    import time
+
+    from study.lease import LEASE_FILE, Holder
+
+    folder = tmp_path / "studies" / "warming-up"
+    folder.mkdir(parents=True)
+    now = time.time()
+    driver = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (folder / LEASE_FILE).write_text(
+            Holder("t", socket.gethostname(), driver.pid, now, now).to_text())  # fmt: skip
+        done = _run(tmp_path, "status", "warming-up")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"study warming-up: starting, its driver running (host "
+                                      f"{socket.gethostname()}, pid {driver.pid}")  # fmt: skip
+        assert not (tmp_path / "mlflow.db").exists()  # status only reads
+    finally:
+        driver.kill()
+        driver.wait()
+    gone = _run(tmp_path, "status", "warming-up")  # a dead driver's lease: no study there
+    assert gone.returncode == 2 and "no study named 'warming-up'" in gone.stderr
+    assert os.path.exists(folder / LEASE_FILE)
