@@ -97,11 +97,15 @@ def stopped_by() -> int:
     return _stopped_by[-1] if _stopped_by else int(signal.SIGINT)
 
 
+_holding: list[bool] = [False]  # between hold_sigint and release_sigint: stops are ignored
+
+
 def catch_stop_signals() -> None:
-    """SIGINT, SIGTERM and SIGHUP stop the study as Ctrl-C does (main thread only)."""
+    """SIGINT, SIGTERM and SIGHUP stop the study as Ctrl-C does (main thread only); while the
+    cleanup after a stop holds them (:func:`hold_sigint`), they stay ignored."""
     if threading.current_thread() is threading.main_thread():
         for signum in STOP_SIGNALS:
-            signal.signal(signum, _stop)
+            signal.signal(signum, signal.SIG_IGN if _holding[0] else _stop)
 
 
 @contextlib.contextmanager
@@ -123,12 +127,15 @@ def hold_sigint() -> bool:
     """Ignore further stop signals from now until :func:`release_sigint` (main thread only):
     the cleanup after an interrupt must finish. Returns True."""
     if threading.current_thread() is threading.main_thread():
+        _holding[0] = True
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN)
     return True
 
 
 def release_sigint() -> None:
+    if threading.current_thread() is threading.main_thread():
+        _holding[0] = False
     catch_stop_signals()
 
 
@@ -612,6 +619,7 @@ class DriverRay:
 
             self.started = False
             ray.shutdown()
+            catch_stop_signals()  # Ray's shutdown set SIGTERM to the default action (kill)
             _forget_local_ray()
 
     def __enter__(self) -> DriverRay:
@@ -812,14 +820,15 @@ def run_study(
                     rerun=rerun,
                 )  # fmt: skip
                 tail_from = time.perf_counter()
-                # Ray shuts down beside while the results are exported and the report drawn,
-                # here in the main thread, where an interrupt stops them at once
-                stopping = threading.Thread(target=ray_here.stop, name="study-ray-stop")
-                stopping.start()
+                # Ray shuts down first, here: its shutdown sets SIGTERM back to the default
+                # action at the C level (a SIGTERM after it killed the driver mid-report, the
+                # parent left RUNNING), so the stop signals are caught again at once, before the
+                # results are exported and the report drawn (in the main thread, where an
+                # interrupt stops them at once)
+                ray_here.stop()
                 results, findings = _export_and_report(
                     record, parent_id, study, spec, tracking_uri, rerun, figures
                 )
-                stopping.join()
             counts = record.status_counts()
             ok = set(counts) <= {"FINISHED"} and counts.get("FINISHED", 0) == design.total
             record.finish_parent(parent_id, ok=ok)
