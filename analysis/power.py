@@ -142,12 +142,20 @@ class PowerBasis:
         )
 
 
-def power_basis(surface: ResponseSurface, items: int | None = None) -> PowerBasis:
+def power_basis(
+    surface: ResponseSurface, items: int | None = None, aliases: dict | None = None
+) -> PowerBasis:
     """The planning basis of a fitted response surface; ``items``: the held-out items its
-    accuracy counts over, when known."""
+    accuracy counts over, when known; ``aliases``: each factor's aliases in a fraction
+    (:func:`analysis.aliases.alias_map`), named with its change as every table names them."""
+    from analysis.aliases import alias_words
     from analysis.surface import factor_effects
 
-    effects = tuple(BasisEffect(e.factor, e.change, e.std_err) for e in factor_effects(surface))
+    aliases = aliases or {}
+    effects = tuple(
+        BasisEffect(e.factor, e.change + alias_words(aliases.get(e.factor, ())), e.std_err)
+        for e in factor_effects(surface)
+    )
     return PowerBasis(
         surface.response, _design(surface), round(float(surface._fit.df_resid)),
         float(surface.error_ms), int(surface.error_df), surface.blocks, bool(surface.exact),
@@ -172,10 +180,13 @@ def write_bases(
     fingerprint: str,
     folder: str | Path,
     items: int | None = None,
+    aliases: dict | None = None,
 ) -> Path:
     """Write :data:`BASIS_FILE` under ``folder``: the basis of every fitted response, tied to
-    the trials' ``fingerprint``; ``items``: the held-out items the accuracies count over."""
-    bases = {r: power_basis(s, items).to_json() for r, s in fits.items() if s is not None}
+    the trials' ``fingerprint``; ``items``: the held-out items the accuracies count over;
+    ``aliases``: each factor's aliases in a fraction."""
+    bases = {r: power_basis(s, items, aliases).to_json() for r, s in fits.items()
+             if s is not None}  # fmt: skip
     path = Path(folder) / BASIS_FILE
     path.write_text(json.dumps({"version": BASIS_VERSION, "trials": fingerprint,
                                 "responses": bases}, indent=1))  # fmt: skip

@@ -261,9 +261,12 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
             df = df[df["status"] == "finished"]
         out = {}
         items = heldout_items(df)
+        from analysis.aliases import alias_map
+
+        aliases = alias_map(df)
         for metric in (m for m in DEFAULT_RESPONSES if m in df):
             try:
-                basis = power_basis(_surface_for(df, metric), items)
+                basis = power_basis(_surface_for(df, metric), items, aliases)
                 sizes = detectable_with(basis, spec.design.replicates)
             except (StudyError, ValueError):
                 continue  # nothing to plan from for this metric (flat, exact, unsupported)
@@ -792,12 +795,13 @@ def power(
             raise StudyError(f"--power {power_} and --alpha {alpha} must lie in (0, 1)")
         basis = _stored_basis(record, trials, metric)
         if basis is None:  # no report written for these trials: fit them here
+            from analysis.aliases import alias_map
             from analysis.load import results_frame
             from analysis.outcomes import heldout_items
             from study.export import results_table
 
             df = results_frame(results_table(record))
-            basis = power_basis(_surface_for(df, metric), heldout_items(df))
+            basis = power_basis(_surface_for(df, metric), heldout_items(df), alias_map(df))
         size = from_typed(metric, effect)  # points -> the recorded fraction for an accuracy
         plans = replicates_for(basis, size, alpha=alpha, power=power_)
     except (StudyError, ValueError) as err:

@@ -89,7 +89,10 @@ def _write_power_bases(analysis, df: pd.DataFrame, folder: Path) -> None:
 
     rows = list(zip(df["trial_key"], df["run_id"], df["status"], strict=True))
     surfaces = {r: f.surface for r, f in analysis.fits.items()}
-    write_bases(surfaces, trials_fingerprint(rows), folder, heldout_items(df, analysis.outcomes))
+    from analysis.aliases import alias_map
+
+    write_bases(surfaces, trials_fingerprint(rows), folder, heldout_items(df, analysis.outcomes),
+                alias_map(df))  # fmt: skip
 
 
 def source_return(record: StudyRecord, df, folder: Path) -> dict[str, tuple[Path, object]]:

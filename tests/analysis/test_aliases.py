@@ -75,3 +75,16 @@ def test_the_main_effects_figure_labels_each_aliased_panel():
     fig = main_effects(study(FRACTION, lambda t, b, a: 0.2 + 0.2 * (a - 0.2)), RESPONSE)
     labels = [ax.get_xlabel() for ax in fig.axes if ax.get_xlabel()]
     assert any("temperature × batch_size (aliased)" in label for label in labels), labels
+
+
+def test_the_planning_rows_of_study_power_name_the_aliases_too():
+    from analysis.power import power_basis, replicates_for
+
+    df = study(FRACTION, lambda t, b, a: 0.2 + 0.02 * (a - 0.2) + 0.01 * (t > 0.2))
+    df.loc[df["replicate"] == 1, RESPONSE] += [0.003, -0.001, 0.002, -0.004]
+    surface = analyse(df, (RESPONSE,)).fits[RESPONSE].surface
+    basis = power_basis(surface, None, alias_map(df))
+    changes = [e.change for e in basis.effects]
+    assert changes and all("aliased with" in c for c in changes), changes
+    plans = replicates_for(basis, 0.01)
+    assert all("aliased with" in p.change for p in plans)
