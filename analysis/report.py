@@ -53,9 +53,21 @@ from analysis.measurement import resolution_words
 from analysis.units import is_accuracy, level
 
 __all__ = [
-    "ALPHA", "DEFAULT_RESPONSES", "MODEL_LADDER", "POWER", "Findings", "ResponseFit",
-    "StudyAnalysis", "analyse", "common_seed_blocks", "findings", "fit_best_supported",
-    "independent_trials", "run_blocks", "write_report",
+    "ALPHA",
+    "DEFAULT_RESPONSES",
+    "MODEL_LADDER",
+    "POWER",
+    "Findings",
+    "ResponseFit",
+    "StudyAnalysis",
+    "analyse",
+    "common_seed_blocks",
+    "figure_inputs",
+    "findings",
+    "fit_best_supported",
+    "independent_trials",
+    "run_blocks",
+    "write_report",
 ]  # fmt: skip
 
 
@@ -115,6 +127,20 @@ def _fit_html(fit: ResponseFit) -> str:
         f"{s.coefficients.to_html(float_format=lambda v: f'{v:.4g}', na_rep='n/a')}"
         f"{s.anova.to_html(float_format=lambda v: f'{v:.4g}', na_rep='n/a')}</details>"
     )
+
+
+def figure_inputs(analysis: StudyAnalysis) -> dict:
+    """What the figures of a study are drawn from, decided once for the report and for the
+    notebook (``analysis.plots.all_figures(df, history, **figure_inputs(analysis))``): the
+    surfaces that have an optimum, the responses whose model does not beat the mean (no contour
+    and no optimum star for them), the desirability, the Pareto front and the paths."""
+    surfaces = {r: f.surface for r, f in analysis.fits.items()  # a flat one has no optimum
+                if f.surface is not None and f.surface.optimum is not None}  # fmt: skip
+    unnamed = frozenset(
+        r for r, f in analysis.fits.items() if f.findings is not None and not f.findings.beats_mean
+    )
+    return {"surfaces": surfaces, "no_optimum": unnamed, "desirability": analysis.desirability,
+            "pareto": analysis.pareto, "paths": _paths(analysis, surfaces)}  # fmt: skip
 
 
 def _paths(analysis: StudyAnalysis, surfaces: dict) -> dict[str, pd.DataFrame]:
@@ -559,20 +585,15 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     if figures:
         figures_dir.mkdir(exist_ok=True)
-    surfaces = {r: f.surface for r, f in analysis.fits.items()  # a flat one has no optimum
-                if f.surface is not None and f.surface.optimum is not None}  # fmt: skip
+    inputs = figure_inputs(analysis)
+    surfaces, unnamed = inputs["surfaces"], inputs["no_optimum"]
     written: dict[str, Path] = {}
-    unnamed = frozenset(
-        r for r, f in analysis.fits.items() if f.findings is not None and not f.findings.beats_mean
-    )
     saved, cores = {}, 1
     if figures:  # the figure package (matplotlib: half a second of imports) only to draw
         from analysis.plots import iter_figures, save_figures, usable_cores
 
         # each figure drawn as soon as it is made, while the next are made
-        made = iter_figures(analysis.results, history=history, surfaces=surfaces,
-                            no_optimum=unnamed, desirability=analysis.desirability,
-                            pareto=analysis.pareto, paths=_paths(analysis, surfaces))  # fmt: skip
+        made = iter_figures(analysis.results, history=history, **inputs)
         saved = save_figures(made, figures_dir)
         cores = max(1, min(len(saved), usable_cores()))
     written |= {f"figure:{name}": png for name, (png, _) in saved.items()}

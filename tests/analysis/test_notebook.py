@@ -123,3 +123,41 @@ def test_a_named_store_wins(repository, tmp_path):
     done = execute(folder, tmp_path / "out", TRACKING_URI=uri, STUDY="nope")
     assert done.returncode != 0
     assert f"no study named 'nope' in {uri}" in done.stderr and f"It holds: {NAME}" in done.stderr
+
+
+def test_the_notebook_and_the_report_agree_where_the_model_does_not_beat_the_mean(tmp_path):
+    """A study whose target's model does not beat the mean: the report draws no contour of it
+    and names no optimum; the notebook, which reads the same analysis, draws none either, and
+    prints the report's headline word for word (its best point, selected among the points, and
+    where it stands)."""
+
+    def null(u, v, replicate, i):  # nothing moves the target: noise alone
+        noise = (0.004, -0.003, -0.004, 0.003, 0.002, -0.002, 0.001, -0.001)[i % 8]
+        return {RESPONSE: 0.9 + noise, "z/align": 0.2 + 0.1 * u + noise,
+                "z/uniform": -3.4 + 0.1 * v - noise}  # fmt: skip
+
+    root = tmp_path / "repository"
+    root.mkdir()
+    record_study(root, truth=null)
+    folder = layout(root)
+    done = execute(folder, tmp_path / "out")
+    assert done.returncode == 0, done.stderr[-3000:]
+    executed = nbformat.read(tmp_path / "out" / NOTEBOOK.name, as_version=4)
+    cells = [cell for cell in executed.cells if cell.cell_type == "code"]
+    text = "".join(o.get("text", "") for cell in cells for o in cell.outputs
+                   if o.output_type == "stream")  # fmt: skip
+    (headline,) = [cell for cell in cells if "headline" in cell.metadata.get("tags", [])]
+    printed = "".join(o.text for o in headline.outputs if o.output_type == "stream").strip()
+    report = subprocess.run(
+        [str(BIN / "study"), "report", NAME, "--out", str(tmp_path / "report"), "--json"],
+        cwd=folder, env={k: v for k, v in os.environ.items() if k not in SETTINGS},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr[-3000:]
+    summary = json.loads(report.stdout)
+    assert printed == "\n".join(summary["headline"]["lines"])
+    assert summary["responses"][RESPONSE]["beats_mean"] is False
+    drawn = {p.stem for p in (tmp_path / "report" / "figures").glob("*.png")}
+    assert not [n for n in drawn if n.startswith("contours_probe_knn_top1_h")]
+    assert "contours_probe_knn_top1_h" not in text  # the notebook lists the figures it drew
+    assert "contours_z_align" in text and any(n.startswith("contours_z_align") for n in drawn)
