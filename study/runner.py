@@ -86,10 +86,39 @@ _stopped_by: list[int] = []  # the signal that stopped this process's study, onc
 
 
 def _stop(signum: int, frame) -> None:
-    """A stop signal in the main thread: remembered, then raised as the interrupt every stop
-    shares (the runs are ended where KeyboardInterrupt is caught)."""
+    """A stop signal in the main thread: remembered, the watchdog started, then raised as the
+    interrupt every stop shares (the runs are ended where KeyboardInterrupt is caught)."""
     _stopped_by.append(signum)
+    _watchdog(signum)
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+# What the watchdog ends should the driver's own cleanup not: (record, parent run id, the
+# message and resume command) of the study this process runs, set once it is opened
+_open_study: list[tuple] = []
+_cleaned = threading.Event()  # set once the runs of a stopped study are ended
+STOP_GRACE_S = float(os.environ.get("CONTRASTIVE_STOP_GRACE_S", "20"))
+
+
+def _watchdog(signum: int) -> None:
+    """After a stop signal, give the driver :data:`STOP_GRACE_S` seconds to end its runs
+    itself; if it has not (a SIGTERM to the job's process group kills Ray's GCS too, and the
+    driver's Tune loop then waits on it until Ray's core exits the process with status 1),
+    end them KILLED from here, say how to resume, and exit 128 + the signal. Well inside the
+    grace period of Slurm (KillWait, 30 s) and Kubernetes (30 s) before their SIGKILL."""
+    if _cleaned.is_set() or any(t.name == "study-stop-watchdog" for t in threading.enumerate()):
+        return
+
+    def watch() -> None:
+        if _cleaned.wait(STOP_GRACE_S) or not _open_study:
+            return
+        record, parent_id, message = _open_study[-1]
+        with contextlib.suppress(Exception):
+            record.end_unfinished(parent_id, "KILLED")
+            print(f"interrupted: {message(signum)}", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+
+    threading.Thread(target=watch, name="study-stop-watchdog", daemon=True).start()
 
 
 def stopped_by() -> int:
@@ -436,29 +465,9 @@ def start_ray(
         cpus = min(cpus, math.ceil(slots * spec.resources.trial_cpu))
     global _LOCAL_RAY_ENV
     environment = dict(os.environ)  # what the raylet, and so every worker, inherits
-    with stop_signals_blocked():  # Ray's own processes stop when the driver says, not before
-        _init_local_ray(ray, cpus, capacity, spec, slots)
+    _init_local_ray(ray, cpus, capacity, spec, slots)
     _LOCAL_RAY_ENV = (ray.get_runtime_context().get_node_id(), environment)
     return True
-
-
-@contextlib.contextmanager
-def stop_signals_blocked():
-    """SIGTERM and SIGHUP blocked in this thread for the block, so the processes it starts
-    inherit them blocked: a scheduler's SIGTERM to the job's process group (Slurm, a closed
-    terminal's SIGHUP) then reaches the driver, which ends every run KILLED and stops Ray, and
-    not Ray's GCS and raylet first, whose death left the driver blocked on them until Ray's
-    core exited it (status 1, the runs left RUNNING). Ray blocks SIGINT there already. A signal
-    that arrives meanwhile is delivered to the driver once unblocked."""
-    blocked = {s for s in STOP_SIGNALS if s != signal.SIGINT}
-    if threading.current_thread() is not threading.main_thread() or not blocked:
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _init_local_ray(ray, cpus: int, capacity: dict, spec, slots) -> None:
@@ -813,6 +822,8 @@ def run_study(
             with ray_here:  # Ray stops before the lease is let go: no trial outlives it
                 record, parent_id = _open_record(tracking_uri, spec, design, source_text, artifacts)
                 opened.append((record, parent_id))
+                _open_study.append((record, parent_id, functools.partial(
+                    _interrupted, spec, rerun, True)))  # fmt: skip
                 measure_for_study(spec, design, record, parent_id, quiet)
                 schedule, trial_s = _run_trials(
                     spec, design, record, parent_id, ray_here, study=study,
@@ -837,6 +848,7 @@ def run_study(
         if interrupted:
             for record, parent_id in opened:
                 end_runs(record, parent_id, "KILLED")
+            _cleaned.set()  # the watchdog has nothing left to do
             release_sigint()
             signum = stopped_by()
             raise StudyInterruptedError(_interrupted(spec, rerun, bool(opened), signum), signum)
