@@ -99,6 +99,14 @@ def finished_trials(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["status"] == FINISHED] if "status" in df.columns else df
 
 
+def replicates_per_point(df: pd.DataFrame) -> int:
+    """The most finished replicates any design point has (1 without a point_id)."""
+    done = finished_trials(df)
+    if "point_id" not in done or done.empty:
+        return 1
+    return int(done.groupby("point_id").size().max())
+
+
 def t_interval(values: list[float], level: float = 0.95) -> tuple[float | None, float | None]:
     """Student's t interval of the mean of ``values`` at ``level``; (None, None) for fewer than
     two values."""

@@ -21,6 +21,7 @@ import pandas as pd
 
 from analysis.aliases import alias_map, alias_words
 from analysis.baselines import baselines_json
+from analysis.best import replicates_per_point
 from analysis.frontier import pareto_frontier
 from analysis.measurement import at_least_one_item, resolution, resolution_json
 from analysis.outcomes import heldout_items
@@ -343,7 +344,8 @@ def fit_best_supported(
                               error_ms_without_blocks=without.error_ms if without else None,
                               blocks=blocks, block_why=why,
                               r2_without_blocks=without.r2 if without else None)  # fmt: skip
-            return replace(fit, findings=findings(fit, items, _replicated(df), alias_map(df)))
+            replicated = replicates_per_point(df) > 1
+            return replace(fit, findings=findings(fit, items, replicated, alias_map(df)))
         except NoVariationError as err:  # no simpler model helps: say why once and stop
             return ResponseFit(response, None, None, str(err), "no variation", blocks=blocks,
                                block_why=why)  # fmt: skip
@@ -351,12 +353,6 @@ def fit_best_supported(
             reasons.append(f"{name}: {err}")
     return ResponseFit(response, None, None, "; ".join(reasons), "unsupported", blocks=blocks,
                        block_why=why)  # fmt: skip
-
-
-def _replicated(df: pd.DataFrame) -> bool:
-    """Whether some design point has two finished replicates or more."""
-    done = df[df["status"] == "finished"] if "status" in df else df
-    return "point_id" in done and not done.empty and int(done.groupby("point_id").size().max()) > 1
 
 
 def block_term(df: pd.DataFrame) -> str | None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from analysis.baselines import standing_line
-from analysis.best import BestPoint, best_point
+from analysis.best import BestPoint, best_point, replicates_per_point
 from analysis.power import power_basis, replicates_for
 from analysis.units import amount, is_accuracy, level, to_typed
 
@@ -367,14 +367,6 @@ def more_error_advice(replicated: bool) -> str:
         return "replicate the points"
     return ("the points are replicated already, and the replicates agree: the seeds decide the "
             "outcome; score on more held-out items or run more seeds per point")
-
-
-def replicates_per_point(df: pd.DataFrame) -> int:
-    """The most finished replicates any design point has (1 without a point_id)."""
-    done = df[df["status"] == "finished"] if "status" in df else df
-    if "point_id" not in done or done.empty:
-        return 1
-    return int(done.groupby("point_id").size().max())
 
 
 def exact_fit_step(s, df: pd.DataFrame) -> str:

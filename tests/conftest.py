@@ -180,3 +180,10 @@ def _nothing_written_into_the_checkout():
     yield
     added = sorted({p for p in root.rglob("*") if p.is_file()} - before) if root.exists() else []
     assert not added, f"tests wrote into the checkout's mlruns/: {[str(p) for p in added[:5]]}"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A baseline cache of the test's own (``CONTRASTIVE_BASELINE_CACHE``): measured afresh."""
+    monkeypatch.setenv("CONTRASTIVE_BASELINE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"

@@ -3,16 +3,8 @@ never overwrites a step."""
 
 from __future__ import annotations
 
-import pytest
-
 from search_spaces.spec import load_spec
 from trainables import baselines as bl
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("CONTRASTIVE_BASELINE_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
 
 
 def test_the_parent_gets_them_once_and_a_new_measurement_never_overwrites_a_step(

@@ -22,12 +22,6 @@ SMALL = {"dataset": "digits", "heldout_size": 120, "probe_train_size": 300,
          "projection_dim": 16, "budget_examples": 512, "batch_size": 64}  # fmt: skip
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("CONTRASTIVE_BASELINE_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 def test_the_raw_baseline_is_the_trials_probes_on_the_flattened_input(cache):
     config = TrialConfig(**SMALL)
     found = bl.measure_baselines(config, ("raw",), (0,))["raw"]

@@ -20,12 +20,6 @@ SMALL = {"dataset": "digits", "budget_examples": 256, "batch_size": 64, "eval_ma
          "feature_dim": 32, "projection_hidden": 32, "projection_dim": 16}  # fmt: skip
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("CONTRASTIVE_BASELINE_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 def accuracy(outcomes: dict, metric: str) -> float:
     """The share of items the probe behind ``metric`` got right, as the record recomputes it."""
     labels = np.asarray(outcomes["label"])
