@@ -576,9 +576,10 @@ def write_report(
     ``panels``: label (e.g. "best point p002 (τ=0.5, B=64)") -> a source-return PNG of that
     point's trial; each is copied to ``source_return/`` (returned as ``source_return:<label>``)
     and embedded with a caption. ``source_return``: label -> that trial's source-return table
-    (the columns of :data:`analysis.evidence.SOURCE_RETURN_COLUMNS`), for the evidence card's
-    numbers; a panel without a table still makes the card's section say what was shown."""
-    from analysis.evidence import evidence_card
+    (the columns of :data:`analysis.evidence.source_return.SOURCE_RETURN_COLUMNS`), for the
+    evidence card's numbers; a panel without a table still makes the card's section say what
+    was shown."""
+    from analysis.evidence.card import evidence_card
 
     out = Path(out_dir)
     figures_dir = out / "figures"

@@ -1,7 +1,7 @@
 """Shift tests: probe top-1 accuracy against corruption severity (0 = clean), one panel per
 corruption family and space, one line per design point, solid where the point's training
 augmentation covers the family and dashed where it does not (the evidence for release-gate
-item 12, see ``analysis.evidence``)."""
+item 12, see ``analysis.evidence.shift``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from analysis.evidence import HOLD_UP_DROP
+from analysis.evidence.shift import HOLD_UP_DROP
 from analysis.plots._common import (
     _SPACE_NAMES,
     FIG_WIDTH,

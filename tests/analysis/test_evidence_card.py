@@ -9,19 +9,12 @@ import pandas as pd
 import pytest
 from resultskit import NAN, TRIALS, frame, gate
 
-from analysis.evidence import (
-    AUGMENTATION_INFO,
-    GATE_ITEMS,
-    SECTION_TITLES,
-    EvidenceCard,
-    GateItem,
-    Table,
-    candidate_table,
-    effective_candidates,
-    evidence_card,
-    gpu_hours,
-    temperature_table,
-)
+from analysis.evidence.augmentation import AUGMENTATION_INFO
+from analysis.evidence.candidates import candidate_table, effective_candidates
+from analysis.evidence.card import SECTION_TITLES, EvidenceCard, evidence_card
+from analysis.evidence.gate import GATE_ITEMS, GateItem
+from analysis.evidence.sections import gpu_hours, temperature_table
+from analysis.evidence.table import Table
 from trainables.augment import COMPONENTS
 
 

@@ -15,18 +15,17 @@ import pytest
 from matplotlib.figure import Figure
 from resultskit import NAN, TRIALS, frame, gate
 
-from analysis.evidence import (
+from analysis.evidence.card import SECTION_TITLES, evidence_card
+from analysis.evidence.shift import (
     HOLD_UP_DROP,
-    SECTION_TITLES,
     FamilyShift,
-    Table,
-    evidence_card,
     invariance_claim,
     shift_drops,
     shift_probe,
-    source_return_row,
-    subgroup_table,
 )
+from analysis.evidence.source_return import source_return_row
+from analysis.evidence.subgroups import subgroup_table
+from analysis.evidence.table import Table
 
 # Two design points of two replicates: p000 (τ 0.1, B 64) and p001 (τ 0.5, B 256).
 _A, _B = TRIALS[0][2:], TRIALS[3][2:]

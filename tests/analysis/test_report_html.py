@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from reportkit import MAX_BYTES, ReportPage, navigation_problems
 from resultskit import add_class_geometry, add_shift, default_frame, default_history
 
-from analysis.evidence import SECTION_TITLES
+from analysis.evidence.card import SECTION_TITLES
 from analysis.plots import title
 from analysis.report import analyse, write_report
 
