@@ -28,6 +28,7 @@ import numpy as np
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 from search_spaces.designs import DesignTable, TrialPlan  # noqa: E402
 from search_spaces.spec import parse_spec  # noqa: E402
+from study.mlflow_views import start_described_parent  # noqa: E402
 from study.record import StudyRecord  # noqa: E402
 from trainables.config import TrialConfig  # noqa: E402
 
@@ -69,7 +70,7 @@ def build_store(folder: Path, plans, evaluations: int = 4) -> str:
                                    "batch_size": {"levels": [64]},
                                    "augmentation": {"levels": ["crop"]}}})  # fmt: skip
     record = StudyRecord(uri, "bench", folder / "artifacts")
-    parent = record.start_parent(spec, DesignTable(spec, ()), "")
+    parent = start_described_parent(record, spec, DesignTable(spec, ()), "")
     record_finished(record, parent, spec, plans, evaluations)
     return uri
 

@@ -54,6 +54,7 @@ def finished_factorial(folder: Path, uri: str) -> Path:
 
     from search_spaces.designs import build_design
     from search_spaces.spec import parse_spec
+    from study.mlflow_views import start_described_parent
     from study.record import StudyRecord
 
     path = folder / "factorial.yaml"
@@ -61,7 +62,7 @@ def finished_factorial(folder: Path, uri: str) -> Path:
     spec = parse_spec(FACTORIAL)
     design = build_design(spec)
     record = StudyRecord(uri, spec.study, folder / "artifacts")
-    parent = record.start_parent(spec, design, path.read_text())
+    parent = start_described_parent(record, spec, design, path.read_text())
     plans = [(plan, {"z/align": 0.3 + 0.01 * i}) for i, plan in enumerate(design.trials)]
     _analysis_benchmark().record_finished(record, parent, spec, plans)
     record.finish_parent(parent, ok=True)

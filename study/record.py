@@ -10,6 +10,10 @@ touched, and reopened if the trial resumes.
 
 Only the driver writes here (a Tune callback), so trials on worker nodes never need to reach
 the tracking server, and an embedded SQLite store has a single writer.
+
+What a reviewer opens in the MLflow UI on top of the record (the runs table's saved views, their
+charts and the experiment's description) is :mod:`study.mlflow_views`, which imports this module;
+this module never imports it.
 """
 
 from __future__ import annotations
@@ -102,17 +106,10 @@ KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
 UNCHOSEN_KINDS = (
     "", "no_inferred_type", "genai_development_inferred", "custom_model_development_inferred",
 )  # fmt: skip
-# The runs table's saved views (MLflow >= 3.x UI): an experiment tag of this prefix + an id
-# holds {name, createdAt, state}; ``#/experiments/<id>/runs?viewStateShareKey=<id>`` opens it.
-VIEW_TAG_PREFIX, VIEW_URL_KEY = "mlflow.sharedViewState.", "viewStateShareKey"
 # MLflow 3.17's UI picks its GenAI or model-training pages from a setting of the browser
 # (``mlflow.workflowType``, GenAI unless changed) that this URL parameter overrides.
 UI_MODE = "workflowType=machine_learning"
-TRIALS_VIEW, POINTS_VIEW = "study-trials", "study-points"
-CHART_MODE = "compareRunsMode=CHART"  # the runs page's chart view, not its table
-KEY_METRICS = ("probe/knn_top1_h", "z/align", "z/uniform")
-REPORT_ARTIFACT = "report/report.html"
-REPORT_LINE, STATUS_LINE = "- **Latest report:**", "- **Status:**"
+STATUS_LINE = "- **Status:**"
 SUMMARY_PREFIX = "study/"
 
 
@@ -363,7 +360,8 @@ def block_tags(spec: StudySpec) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# what a reviewer reads in the MLflow UI: descriptions, links, views, the training dataset
+# the runs' own descriptions (Markdown) and the training dataset; the runs table's views and
+# the experiment's description: study.mlflow_views
 # ---------------------------------------------------------------------------------------------
 def run_link(experiment_id: str, run_id: str, tab: str = "") -> str:
     """The UI's address of a run (or of one of its tabs, e.g. ``artifacts/report/report.html``),
@@ -372,173 +370,7 @@ def run_link(experiment_id: str, run_id: str, tab: str = "") -> str:
     return f"#/experiments/{experiment_id}/runs/{run_id}{tab}?{UI_MODE}"
 
 
-def view_link(experiment_id: str, view: str, charts: bool = False) -> str:
-    """The runs table opened on one of the experiment's saved views (``runs_views``), or, with
-    ``charts``, that view's chart view (:func:`chart_state`)."""
-    mode = f"&{CHART_MODE}" if charts else ""
-    return f"#/experiments/{experiment_id}/runs?{VIEW_URL_KEY}={view}{mode}&{UI_MODE}"
-
-
-def ui_url(uri: str, port: int = 5000) -> str:
-    """The address of the MLflow UI on this record: the server's own, or the one
-    :func:`study.commands.ui_command` starts on this machine."""
-    if uri.startswith(("http://", "https://")):
-        return uri.rstrip("/") + "/"
-    return f"http://127.0.0.1:{port}/"
-
-
-def _column(kind: str, name: str) -> str:
-    """The runs table's column id (the UI's ``makeCanonicalSortKey``): kind.`name`."""
-    return f"{kind}.`{name}`"
-
-
-def key_metrics(spec: StudySpec) -> list[str]:
-    """The target and the alignment/uniformity pair, each once."""
-    return list(dict.fromkeys([spec.target.metric, *KEY_METRICS]))
-
-
-# What the runs table's columns hold, in the units MLflow shows (it shows every value as
-# logged, unrounded: accuracies as fractions); the experiment's description lists them.
-METRIC_UNITS = {
-    "probe/": "accuracy as a fraction (0.975 = 97.5%)",
-    "z/align": "alignment of z (α = 2): mean squared distance between positive pairs on the "
-    "unit sphere, 0 to 4, lower is tighter",
-    "z/uniform": "uniformity of z (t = 2): log of the mean Gaussian potential over pairs, ≤ 0, "
-    "lower is more uniform",
-}
-# The runs table's column ids (ag-grid) of the attributes MLflow always shows: Run Name and
-# Created are pinned to the left, Duration follows them unless it is moved.
-RUN_NAME_COLUMN, CREATED_COLUMN, DURATION = (
-    "attributes.`Run Name`", "runDateAndNestInfo", "duration",
-)  # fmt: skip
-# Widths (px) that fit the pinned columns, the factors, the target and the key probes beside
-# MLflow's sidebar and its Assistant panel (open by default) in a 1280 px window.
-# Created is narrowed to its status icon (finished, failed …); its time shows on hover.
-COLUMN_WIDTHS = {"run_name": 140, "created": 44, "params": 84, "target": 112, "metrics": 80,
-                 "tags": 80}  # fmt: skip
-# The metric MLflow's charts put first where no chart view is saved (a user's own views).
-PRIMARY_METRIC_TAG = "mlflow.experiment.primaryMetric.name"
-EXAMPLES_SEEN = "train/examples_seen"  # the x axis of every curve (its step is the same count)
-FACTORS_SECTION, CURVES_SECTION = "study-target-vs-factors", "study-curves"
-
-
-def metric_unit(metric: str) -> str | None:
-    """What a value of ``metric`` in the runs table means, when it is one of the key ones."""
-    for key, unit in METRIC_UNITS.items():
-        if metric == key or (key.endswith("/") and metric.startswith(key)):
-            return unit
-    return None
-
-
-def table_state(spec: StudySpec) -> dict[str, Any]:
-    """The runs table's columns in a saved view: the factors, the target and the key probes
-    first, beside the pinned Run Name and Created, each narrow enough that all of them are in
-    the first screen; the point id and Duration after them. The Dataset column is left out
-    (every trial's dataset is in its run page and in the experiment's description)."""
-    params = [_column("params", f) for f in spec.factors]
-    metrics = [_column("metrics", m) for m in key_metrics(spec)]
-    point = _column("tags", "study.point_id")
-    widths = {RUN_NAME_COLUMN: COLUMN_WIDTHS["run_name"], CREATED_COLUMN: COLUMN_WIDTHS["created"]}
-    widths |= {c: COLUMN_WIDTHS[c.split(".", 1)[0]] for c in [*params, *metrics, point]}
-    widths[metrics[0]] = COLUMN_WIDTHS["target"]
-    return {
-        "selectedColumns": [*params, *metrics, point],
-        "columnOrder": [RUN_NAME_COLUMN, CREATED_COLUMN, *params, *metrics, point, DURATION],
-        "columnWidths": widths,
-    }
-
-
-def _section(uuid: str, name: str, display: bool = True) -> dict[str, Any]:
-    return {"uuid": uuid, "name": name, "display": display, "isReordered": True,
-            "deleted": False, "isGenerated": False}  # fmt: skip
-
-
-def _chart(uuid: str, section: str, kind: str, **config) -> dict[str, Any]:
-    return {"uuid": uuid, "type": kind, "metricSectionId": section, "deleted": False,
-            "isGenerated": False, "runsCountToCompare": 10_000, **config}  # fmt: skip
-
-
-def chart_state(spec: StudySpec) -> dict[str, Any]:
-    """The runs page's chart view (MLflow's ``compareRunCharts`` and ``compareRunSections``):
-    first the target against each factor (a scatter each) and a parallel-coordinates chart of
-    the factors and the target; then the target's and the key probes' curves against
-    ``train/examples_seen``; then MLflow's own sections, one per metric prefix, collapsed (a
-    click opens one). Every curve, MLflow's own too, is drawn against examples seen."""
-    target, factors = spec.target.metric, list(spec.factors)
-    param = {"type": "PARAM"}
-    charts = [
-        _chart(f"study-scatter-{f}", FACTORS_SECTION, "SCATTER", displayName=f"{target} by {f}",
-               xaxis={"key": f, **param}, yaxis={"key": target, "type": "METRIC"})
-        for f in factors
-    ]  # fmt: skip
-    charts.append(_chart(
-        "study-parallel", FACTORS_SECTION, "PARALLEL",
-        displayName=f"{', '.join(factors)} → {target}", selectedParams=factors,
-        selectedMetrics=[target], showAllRuns=True,
-    ))  # fmt: skip
-    for metric in key_metrics(spec):
-        charts.append(_chart(
-            f"study-curve-{metric}", CURVES_SECTION, "LINE", metricKey=metric,
-            displayName=metric, selectedMetricKeys=[metric], xAxisKey="metric",
-            selectedXAxisMetricKey=EXAMPLES_SEEN, useGlobalXaxisKey=False, scaleType="linear",
-            xAxisScaleType="linear", lineSmoothness=0, useGlobalLineSmoothing=True,
-            yAxisKey="metric", yAxisExpressions=[], ignoreOutliers=False,
-            range={"xMin": None, "xMax": None, "yMin": None, "yMax": None},
-        ))  # fmt: skip
-    sections = [
-        _section(FACTORS_SECTION, f"{target} against the factors"),
-        _section(CURVES_SECTION, f"curves against examples seen ({EXAMPLES_SEEN})"),
-        *(_section(f"study-{p.rstrip('/')}", p.rstrip("/"), display=False)
-          for p in METRIC_PREFIXES),
-    ]  # fmt: skip
-    curves = {"xAxisKey": "metric", "selectedXAxisMetricKey": EXAMPLES_SEEN, "lineSmoothness": 0}
-    return {
-        "compareRunCharts": charts,
-        "compareRunSections": sections,
-        "isAccordionReordered": True,  # keep these sections first, in this order
-        "runListHidden": True,  # the charts take the page's width (a click shows the runs)
-        "hideEmptyCharts": True,
-        "globalLineChartConfig": curves,
-    }
-
-
-def runs_views(spec: StudySpec) -> dict[str, tuple[str, dict[str, Any]]]:
-    """The runs table's saved views of a study: view id -> (name, state). The state holds the
-    UI's search facets (filter, sort) and UI state (columns, their order and widths, grouping,
-    the chart view's charts) that the UI reads from a shared view (:func:`table_state`,
-    :func:`chart_state`); every other setting keeps the UI's default."""
-    trials = {
-        "searchFilter": "tags.`study.role` = 'trial'",
-        "orderByKey": _column("metrics", spec.target.metric),
-        "orderByAsc": spec.target.mode == "min",
-        "runsHiddenMode": "SHOW_ALL",
-        **table_state(spec),
-        **chart_state(spec),
-    }
-    points = trials | {
-        "groupBy": {
-            "aggregateFunction": "average",
-            "groupByKeys": [{"mode": "param", "groupByData": f} for f in spec.factors],
-        },
-    }
-    target = spec.target.metric
-    return {
-        TRIALS_VIEW: (f"{spec.study}: trials by {target}", trials),
-        POINTS_VIEW: (f"{spec.study}: design points, mean over replicates", points),
-    }
-
-
-def _shown_factor(name: str, factor) -> str:
-    values = (
-        ", ".join(str(v) for v in factor.levels)
-        if factor.levels is not None
-        else f"{factor.range[0]:g} to {factor.range[1]:g}"
-    )
-    scale = f", {factor.scale} scale" if factor.is_numeric else ""
-    return f"`{name}` ({values}{scale})"
-
-
-def _replace_line(text: str, prefix: str, line: str) -> str:
+def replace_line(text: str, prefix: str, line: str) -> str:
     """``text`` with its first line that starts with ``prefix`` replaced by ``line`` (appended
     when there is none)."""
     lines = text.splitlines()
@@ -547,59 +379,6 @@ def _replace_line(text: str, prefix: str, line: str) -> str:
             lines[i] = line
             return "\n".join(lines)
     return "\n".join([*lines, line])
-
-
-def _report_line(experiment_id: str, parent_id: str | None, local: str | Path | None) -> str:
-    if parent_id is None or local is None:
-        return (
-            f"{REPORT_LINE} not written yet; when the study finishes it is attached to the "
-            f"parent run as `{REPORT_ARTIFACT}`"
-        )
-    link = run_link(experiment_id, parent_id, f"artifacts/{REPORT_ARTIFACT}")
-    stamp = time.strftime("%Y-%m-%d %H:%M")
-    return (
-        f"{REPORT_LINE} [{REPORT_ARTIFACT}]({link}) in the parent run's artifacts "
-        f"(written {stamp}); stored copy `{local}`"
-    )
-
-
-def study_note(spec: StudySpec, design, experiment_id: str, parent_id: str) -> str:
-    """The experiment's description (Markdown): what the study is for, its factors, design and
-    compute per trial, links to the runs table's views, and a line for the latest report."""
-    totals = design.totals()
-    per_trial = totals.get("examples_per_trial")
-    if "budget_examples" in spec.factors or per_trial is None:
-        compute = "each trial's own `budget_examples` (a factor of the study)"
-    else:
-        compute = f"{per_trial:,} examples (`budget_examples`)"
-    dataset = spec.trial.get("dataset") or TrialConfig.model_fields["dataset"].default
-    data = "the datasets it varies" if "dataset" in spec.factors else f"`{dataset}`"
-    augments = spec.design.augments
-    block = f", augmenting the finished factorial `{augments.spec_sha}`" if augments else ""
-    direction = "higher" if spec.target.mode == "max" else "lower"
-    views = runs_views(spec)
-    lines = [
-        f"**Study `{spec.study}`**: {spec.description.strip()[:4000] or '(no description)'}",
-        "",
-        "- **Factors:** " + "; ".join(_shown_factor(n, f) for n, f in spec.factors.items()),
-        f"- **Design:** {spec.design.kind}{block}, {totals['replicates']} replicate(s): "
-        f"{totals['trials']} trials at {totals['points']} points "
-        f"([parent run]({run_link(experiment_id, parent_id)}))",
-        f"- **Compute per trial:** {compute} of {data}",
-        f"- **Target:** `{spec.target.metric}`, {direction} is better",
-        "- **Runs table:** "
-        + " · ".join(f"[{name}]({view_link(experiment_id, key)})"
-                     for key, (name, _) in views.items())
-        + " (also under *Saved views*)",
-        f"- **Charts:** [{spec.target.metric} against the factors, and the curves against "
-        f"examples seen]({view_link(experiment_id, TRIALS_VIEW, charts=True)})",
-        "- **Columns:** " + "; ".join(
-            f"`{m}` {metric_unit(m)}" for m in key_metrics(spec) if metric_unit(m)
-        ) + ". MLflow shows every value unrounded: a narrow column cuts it short, its tooltip "
-        "holds all its digits",
-        _report_line(experiment_id, None, None),
-    ]  # fmt: skip
-    return "\n".join(lines)
 
 
 def _factor_text(plan: TrialPlan) -> str:
@@ -756,7 +535,7 @@ class StudyRecord:
         """The record of a study the store already holds, opened without writing anything (no
         store file, no experiment is created). Raises LookupError saying what the store holds
         (:func:`unknown_study`) when it has no such study. ``read_only``: it reads through the
-        cheapest client (:func:`analysis.sqlite_reader.read_client`: an embedded store without
+        cheapest client (:func:`analysis.store.read_client`: an embedded store without
         MLflow) and cannot write, as a command that only reads wants."""
         if not store_exists(tracking_uri):
             raise LookupError(unknown_study(tracking_uri, study))
@@ -846,7 +625,7 @@ class StudyRecord:
         old = self.recorded_spec(parent)
         return old is not None and extends_replicates(old, spec)
 
-    # -- the experiment: its kind, its description, the runs table's views --
+    # -- the experiment's kind; its description and views: study.mlflow_views --
     def ensure_kind(self) -> None:
         """Mark the experiment as model development (MLflow 3's UI then opens its runs table,
         not its GenAI view), unless a user chose a kind: experiments made before this tag was
@@ -857,47 +636,15 @@ class StudyRecord:
         if tags.get(STUDY_TAG) != self.study:  # its identity, found again if it is renamed
             self.client.set_experiment_tag(self.experiment_id, STUDY_TAG, self.study)
 
-    def describe_study(self, spec: StudySpec, design, parent_id: str) -> None:
-        """Write the experiment's description (``study_note``, keeping the pointer to a report
-        already written) and the runs table's saved views (``runs_views``)."""
-        tags = self.client.get_experiment(self.experiment_id).tags
-        note = study_note(spec, design, self.experiment_id, parent_id)
-        old = tags.get(MLFLOW_RUN_NOTE, "").splitlines()
-        report = next((line for line in old if line.startswith(REPORT_LINE)), None)
-        if report is not None and "not written yet" not in report:
-            note = _replace_line(note, REPORT_LINE, report)
-        self.client.set_experiment_tag(self.experiment_id, MLFLOW_RUN_NOTE, note)
-        self.client.set_experiment_tag(self.experiment_id, PRIMARY_METRIC_TAG, spec.target.metric)
+    def record_aims(self, spec: StudySpec, parent_id: str) -> None:
+        """The study file's goals, its design's objectives and the study it confirms, as the
+        parent run's tags (``analysis.record`` reads them back)."""
         goals = [g.model_dump(mode="json") for g in spec.goals]
         self.client.set_tag(parent_id, GOALS_TAG, json.dumps(goals, sort_keys=True))
         objectives = [o.model_dump(mode="json") for o in spec.design.objectives or ()]
         self.client.set_tag(parent_id, OBJECTIVES_TAG, json.dumps(objectives))
         confirms = spec.confirms and json.dumps(spec.confirms.model_dump(mode="json"))
         self.client.set_tag(parent_id, CONFIRMS_TAG, confirms or "")
-        now = int(time.time() * 1000)
-        for key, (name, state) in runs_views(spec).items():
-            created = now
-            with contextlib.suppress(KeyError, ValueError, TypeError):
-                created = int(json.loads(tags[VIEW_TAG_PREFIX + key])["createdAt"])
-            envelope = {"name": name, "createdAt": created, "updatedAt": now,
-                        "state": json.dumps(state)}  # fmt: skip
-            self.client.set_experiment_tag(
-                self.experiment_id, VIEW_TAG_PREFIX + key, json.dumps(envelope)
-            )
-
-    def point_to_report(self, parent_id: str, local: str | Path | None = None) -> None:
-        """Point the experiment's description at the report just attached to ``parent_id``
-        (``report/report.html``), and at its stored copy when there is one (a local path, or
-        a URI in the study's bucket)."""
-        note = self.client.get_experiment(self.experiment_id).tags.get(MLFLOW_RUN_NOTE, "")
-        if local is None:
-            local = "not kept"
-        elif "://" not in str(local):
-            local = Path(local).resolve()
-        line = _report_line(self.experiment_id, parent_id, local)
-        self.client.set_experiment_tag(
-            self.experiment_id, MLFLOW_RUN_NOTE, _replace_line(note, REPORT_LINE, line)
-        )
 
     # -- the parent run --
     def set_parent_note(self, run_id: str, markdown: str) -> None:
@@ -972,7 +719,8 @@ class StudyRecord:
         """The study's parent run: the newest reopened, or a new one (the study's first run, or
         an augmented block's) with the study's params, its file and design, and the results of
         the self-checks (:func:`trainables.checks.self_checks`) to come with its trials'
-        results (:meth:`record_checks`)."""
+        results (:meth:`record_checks`). The experiment's description and the runs table's
+        views are written after it by :func:`study.mlflow_views.start_described_parent`."""
         self.ensure_kind()
         parent = self.parent()
         extension = {}
@@ -983,7 +731,7 @@ class StudyRecord:
                          "study.extends": parent.data.tags.get("study.spec_sha", "")}  # fmt: skip
         elif parent is not None and not opens_block(parent, spec):
             self.client.update_run(parent.info.run_id, status="RUNNING")
-            self.describe_study(spec, design, parent.info.run_id)
+            self.record_aims(spec, parent.info.run_id)
             return parent.info.run_id
         run = self.client.create_run(
             self.experiment_id,
@@ -1003,7 +751,7 @@ class StudyRecord:
             Param("factor_scales", json.dumps({n: f.scale for n, f in spec.factors.items()})),
             Param("target_metric", spec.target.metric), Param("target_mode", spec.target.mode),
         ])  # fmt: skip
-        self.describe_study(spec, design, run_id)
+        self.record_aims(spec, run_id)
         with tempfile.TemporaryDirectory() as tmp:
             (Path(tmp) / SPEC_ARTIFACT).write_text(spec_yaml(spec))
             (Path(tmp) / "study_file.yaml").write_text(source_text)
@@ -1058,7 +806,7 @@ class StudyRecord:
         """The child run's description with its status line rewritten."""
         note = run.data.tags.get(MLFLOW_RUN_NOTE, "")
         line = _status_line(status, examples_seen, run.data.params.get("budget_examples"))
-        return RunTag(MLFLOW_RUN_NOTE, _replace_line(note, STATUS_LINE, line))
+        return RunTag(MLFLOW_RUN_NOTE, replace_line(note, STATUS_LINE, line))
 
     def last_logged_step(self, run_id: str) -> int:
         """Largest examples-seen step already logged in the run (-1 when none)."""
@@ -1166,6 +914,5 @@ class StudyRecord:
 
 
 __all__ = [
-    "StudyRecord", "check_store", "check_tracking_uri", "default_tracking_uri", "ui_url",
-    "view_link",
+    "StudyRecord", "check_store", "check_tracking_uri", "default_tracking_uri",
 ]  # fmt: skip

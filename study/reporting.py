@@ -13,6 +13,7 @@ from analysis.headline import Headline
 from analysis.load import load_history, read_results, results_frame
 from analysis.report import analyse, write_report
 from study.export import results_table
+from study.mlflow_views import point_to_report
 from study.record import EVIDENCE_ARTIFACTS, MAX_TAG, SOURCE_RETURN_PNG, StudyRecord
 
 HISTORY_METRICS = ("z/align", "z/uniform", "probe/knn_top1_h")
@@ -60,7 +61,7 @@ def make_report(
     if parent is not None:
         record.client.log_artifacts(parent.info.run_id, str(folder), "report")
         record.set_parent_note(parent.info.run_id, parent_note(analysis.headline, parent))
-        record.point_to_report(parent.info.run_id, stored_as or folder / "report.html")
+        point_to_report(record, parent.info.run_id, stored_as or folder / "report.html")
     return analysis.to_json(), folder
 
 

@@ -35,16 +35,14 @@ from study.baselines import measure_for_study
 from study.commands import shell_command, tool, ui_command
 from study.export import export_parquet
 from study.lease import study_lease
+from study.mlflow_views import TRIALS_VIEW, start_described_parent, ui_url, view_link
 from study.progress import ProgressView, StudyProgress
 from study.record import (
-    TRIALS_VIEW,
     StudyRecord,
     check_plan_fits,
     check_store,
     check_tracking_uri,
     default_tracking_uri,
-    ui_url,
-    view_link,
 )
 from study.storage import Storage, check_writable, open_storage
 from trainables.sources import check_data
@@ -973,7 +971,7 @@ def _open_record(
     """The study's record, with runs a dead driver left RUNNING ended and the parent started."""
     record = StudyRecord(tracking_uri, spec.study, artifacts)
     record.end_orphans()
-    parent_id = record.start_parent(spec, design, source_text)
+    parent_id = start_described_parent(record, spec, design, source_text)
     return record, parent_id
 
 

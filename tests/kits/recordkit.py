@@ -1,7 +1,8 @@
 """A finished study recorded in a real embedded MLflow store in a second, with no training and no
 Ray: the default study's design (temperature × batch size, 2 replicates, common seeds), each
-trial's results planted by a formula, written through :class:`study.record.StudyRecord` as the
-runner writes them. For tests of what reads a store (the notebook, the README's snippet)."""
+trial's results planted by a formula, written through :class:`study.record.StudyRecord` (and
+:mod:`study.mlflow_views`) as the runner writes them. For tests of what reads a store (the
+notebook, the README's snippet)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from search_spaces.designs import build_design
 from search_spaces.spec import load_spec
+from study.mlflow_views import start_described_parent
 from study.record import StudyRecord
 
 NAME = "default-digits"
@@ -49,7 +51,7 @@ def record_study(
     spec = spec.model_copy(update={"study": name, "goals": tuple(goals) or spec.goals})
     design = build_design(spec)
     record = StudyRecord(uri, name, folder / "artifacts")
-    parent = record.start_parent(spec, design, "planted by tests/kits/recordkit.py")
+    parent = start_described_parent(record, spec, design, "planted by tests/kits/recordkit.py")
     budget = int(spec.trial["budget_examples"])
     for i, plan in enumerate(design.trials):
         tau, batch = plan.config.temperature, plan.config.batch_size

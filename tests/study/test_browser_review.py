@@ -30,7 +30,7 @@ from browserkit import (
 )
 from mlflow.tracking import MlflowClient
 
-from study.record import KEY_METRICS, POINTS_VIEW, TRIALS_VIEW, view_link
+from study.mlflow_views import KEY_METRICS, POINTS_VIEW, TRIALS_VIEW, view_link
 
 pytest_plugins = ["browser_fixtures"]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

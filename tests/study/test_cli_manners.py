@@ -67,6 +67,7 @@ def test_plan_table_fits_80_columns_with_no_cut_header(workdir):
 def _finished_study(workdir: Path) -> tuple[str, str]:
     """A small study recorded with finished trials (no training: the record is written as
     the runner writes it), in the working folder's embedded store."""
+    from study.mlflow_views import start_described_parent
     from study.record import StudyRecord
 
     spec = load_spec("digits_tau_batch")
@@ -78,7 +79,7 @@ def _finished_study(workdir: Path) -> tuple[str, str]:
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     record = StudyRecord(uri, spec.study)
     design = build_design(spec)
-    parent = record.start_parent(spec, design, "")
+    parent = start_described_parent(record, spec, design, "")
     for i, plan in enumerate(design.trials):
         run_id = record.ensure_trial_run(plan, parent, spec.sha)
         result = {"probe/knn_top1_h": 0.5 + 0.01 * i, "z/align": 0.3 + 0.02 * (i % 3),

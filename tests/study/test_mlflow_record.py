@@ -21,6 +21,7 @@ from studykit import duplicated_metric_rows
 from search_spaces.designs import build_design
 from search_spaces.spec import parse_spec
 from study import CHECKS_KEY
+from study.mlflow_views import describe_study, point_to_report, start_described_parent
 from study.record import KIND, KIND_TAG, StudyRecord, create_store, training_dataset
 from trainables.config import TrialConfig
 
@@ -46,7 +47,7 @@ def recorded(tmp_path):
     spec = _spec()
     design = build_design(spec)
     record = StudyRecord(uri, spec.study, tmp_path / "artifacts")
-    parent = record.start_parent(spec, design, "the study file")
+    parent = start_described_parent(record, spec, design, "the study file")
     runs = {p.key: record.ensure_trial_run(p, parent, spec.sha) for p in design.trials}
     return record, spec, design, parent, runs
 
@@ -78,9 +79,10 @@ def test_opening_a_study_imports_no_torch(tmp_path):
     seconds of CPU at every study's start, and the self-checks run in the trials."""
     code = ("import sys; from pathlib import Path; from search_spaces.designs import build_design; "
             "from search_spaces.spec import load_spec; from study.record import StudyRecord; "
+            "from study.mlflow_views import start_described_parent; "
             "spec = load_spec(None); design = build_design(spec); "
             f"record = StudyRecord('sqlite:///{tmp_path}/m.db', spec.study, Path('{tmp_path}')); "
-            "parent = record.start_parent(spec, design, 'text'); "
+            "parent = start_described_parent(record, spec, design, 'text'); "
             "[record.ensure_trial_run(p, parent, spec.sha) for p in design.trials]; "
             "print('torch' in sys.modules)")  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
@@ -132,7 +134,7 @@ def test_runs_table_views_select_the_factors_and_key_metrics_sorted_by_the_targe
         "groupByKeys": [{"mode": "param", "groupByData": "temperature"}],
     }
     # writing them again (a resumed study) keeps each view's creation time
-    record.describe_study(*recorded[1:4])
+    describe_study(record, *recorded[1:4])
     again = json.loads(_experiment(record).tags["mlflow.sharedViewState.study-trials"])
     assert again["createdAt"] == trials["createdAt"]
 
@@ -140,13 +142,13 @@ def test_runs_table_views_select_the_factors_and_key_metrics_sorted_by_the_targe
 def test_the_description_points_at_the_latest_report_and_keeps_pointing(recorded, tmp_path):
     record, spec, design, parent, _ = recorded
     local = tmp_path / "studies" / "review" / "report" / "report.html"
-    record.point_to_report(parent, local)
+    point_to_report(record, parent, local)
     line = next(x for x in _experiment(record).tags[NOTE].splitlines() if "Latest report" in x)
     eid = record.experiment_id
     link = f"#/experiments/{eid}/runs/{parent}/artifacts/report/report.html"
     assert f"({link}?workflowType=machine_learning)" in line
     assert f"stored copy `{local}`" in line
-    record.start_parent(spec, design, "the study file")  # resumed: the pointer stays
+    start_described_parent(record, spec, design, "the study file")  # resumed: it stays
     assert line in _experiment(record).tags[NOTE].splitlines()
 
 

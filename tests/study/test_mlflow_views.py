@@ -5,12 +5,14 @@ description of the columns, the parent run's findings first. The browser tests
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 from search_spaces.designs import build_design
 from search_spaces.spec import parse_spec
-from study.record import (
+from study.mlflow_views import (
     CREATED_COLUMN,
     CURVES_SECTION,
     DURATION,
@@ -18,12 +20,13 @@ from study.record import (
     FACTORS_SECTION,
     PRIMARY_METRIC_TAG,
     RUN_NAME_COLUMN,
-    StudyRecord,
     chart_state,
     runs_views,
+    start_described_parent,
     table_state,
     view_link,
 )
+from study.record import StudyRecord
 from study.reporting import findings_lead, parent_note
 
 TARGET = "probe/knn_top1_h"
@@ -86,7 +89,7 @@ def test_the_description_links_the_chart_view_and_says_what_the_columns_hold(tmp
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = _spec()
     record = StudyRecord(uri, spec.study, tmp_path / "artifacts")
-    record.start_parent(spec, build_design(spec), "text")
+    start_described_parent(record, spec, build_design(spec), "text")
     experiment = record.client.get_experiment(record.experiment_id)
     note = experiment.tags["mlflow.note.content"]
     link = view_link(record.experiment_id, "study-trials", charts=True)
@@ -97,6 +100,23 @@ def test_the_description_links_the_chart_view_and_says_what_the_columns_hold(tmp
     assert experiment.tags[PRIMARY_METRIC_TAG] == TARGET
     state = json.loads(json.loads(experiment.tags["mlflow.sharedViewState.study-trials"])["state"])
     assert state["compareRunCharts"] and state["columnOrder"][0] == RUN_NAME_COLUMN
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports (``from x import y`` counts as x and x.y), anywhere in it."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return names
+
+
+def test_the_views_build_on_the_record_and_the_record_never_imports_them():
+    study = Path(__file__).resolve().parents[2] / "study"
+    assert "study.record" in _imports(study / "mlflow_views.py")
+    assert "study.mlflow_views" not in _imports(study / "record.py")
 
 
 class _Headline:
