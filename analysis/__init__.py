@@ -2,7 +2,7 @@
 
 Used from notebooks; never imports Ray, so no cluster is needed. One analysis, whoever asks:
 ``analyse(load_study(name)).fits[metric].summary()`` is what the report, the notebook and the
-README say of that metric (:mod:`analysis.fits`).
+README say of that metric (:mod:`analysis.study_analysis`).
 """
 
 import importlib
@@ -10,7 +10,7 @@ import importlib
 # name -> the module that defines it; each is imported when first asked for (PEP 562), so a command
 # that reads one table (``analysis.load``) does not load statsmodels and matplotlib with it
 _HOMES = {
-    "StudyAnalysis": "analysis.fits", "analyse": "analysis.fits",
+    "StudyAnalysis": "analysis.study_analysis", "analyse": "analysis.study_analysis",
     "pareto_frontier": "analysis.frontier",
     "default_store": "analysis.load", "load_history": "analysis.load",
     "load_outcomes": "analysis.load", "load_study": "analysis.load",

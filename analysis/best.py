@@ -33,6 +33,7 @@ from analysis.units import bounds, is_accuracy
 
 FINISHED = "finished"
 MODES = ("max", "min")
+DEFAULT_TARGET = {"metric": "probe/knn_top1_h", "mode": "max"}
 
 
 @dataclass(frozen=True)
@@ -234,3 +235,19 @@ __all__ = [
     "replicate_outcomes",
     "t_interval",
 ]
+
+
+def target_of(df: pd.DataFrame) -> dict[str, str]:
+    """The study's target ``{"metric", "mode"}`` from the frame's attrs, else the default."""
+    target = df.attrs.get("target")
+    if isinstance(target, dict) and target.get("metric"):
+        return {"metric": target["metric"], "mode": target.get("mode", "max")}
+    return dict(DEFAULT_TARGET)
+
+
+def best_of_target(df: pd.DataFrame, target: dict[str, str], outcomes=None) -> BestPoint | None:
+    """The best point of ``target``; None when no finished trial has a value of it."""
+    try:
+        return best_point(df, target["metric"], target["mode"], outcomes=outcomes)
+    except (LookupError, ValueError):  # no finished trial, or the metric is not recorded
+        return None

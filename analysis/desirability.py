@@ -279,3 +279,20 @@ def _predictor(first: ResponseSurface, surfaces: list[ResponseSurface], numeric:
 def goals_from_attrs(df: pd.DataFrame) -> tuple[DesirabilityGoal, ...]:
     """The study file's ``goals`` as the results carry them (``df.attrs["goals"]``)."""
     return tuple(DesirabilityGoal.from_json(g) for g in df.attrs.get("goals") or ())
+
+
+def study_desirability(results: pd.DataFrame, fits: dict) -> DesirabilityOptimum | str | None:
+    """The most desirable point under the study file's ``goals`` (the results' attrs), from
+    each goal's fit (:class:`analysis.fits.ResponseFit`), or why there is none (a sentence), or
+    None when the study has no goals."""
+    goals = goals_from_attrs(results)
+    if not goals:
+        return None
+    for goal in goals:
+        fit = fits.get(goal.metric)
+        if fit is None or fit.surface is None:
+            return f"no overall desirability: {goal.metric} has no model"
+        if fit.findings is not None and not fit.findings.beats_mean:
+            return (f"no overall desirability: the model of {goal.metric} does not beat the "
+                    "mean, so its predictions carry no information to balance")  # fmt: skip
+    return desirability_optimum({g.metric: fits[g.metric].surface for g in goals}, goals)

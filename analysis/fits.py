@@ -1,8 +1,9 @@
-"""One analysis of a study, whoever asks: the report, the notebook and the README's snippet all
-call :func:`analyse` and print :meth:`ResponseFit.summary`, so they say the same model, the same
-block term, the same R² and the same optimum (or the same reason none is named).
+"""The fits of one study, whoever asks: :func:`analysis.study_analysis.analyse` assembles them
+(with the findings read from them) once, and the report, the notebook and the README's snippet
+print :meth:`ResponseFit.summary`, so they say the same model, the same block term, the same R²
+and the same optimum (or the same reason none is named).
 
-:func:`analyse` picks one block term for every response (:func:`run_blocks`, else
+:func:`fit_study` picks one block term for every response (:func:`run_blocks`, else
 :func:`common_seed_blocks`), fits each response with the richest model of :data:`MODEL_LADDER`
 the design supports (:func:`fit_best_supported`) and puts the fit into words
 (:func:`findings`). A bare :func:`analysis.surface.fit_response_surface` call is one rung of
@@ -12,18 +13,16 @@ whether an optimum is named.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pandas as pd
 
 from analysis.aliases import alias_map, alias_words
-from analysis.baselines import baselines_json
 from analysis.best import replicates_per_point
 from analysis.frontier import pareto_frontier
-from analysis.measurement import at_least_one_item, resolution, resolution_json
+from analysis.measurement import at_least_one_item, resolution
 from analysis.outcomes import heldout_items
 from analysis.surface import (
     Effect,
@@ -34,12 +33,6 @@ from analysis.surface import (
     fit_response_surface,
 )
 from analysis.units import amount, bounds, is_accuracy, level
-
-if TYPE_CHECKING:
-    from analysis.desirability import DesirabilityOptimum
-    from analysis.direction import Direction
-    from analysis.frontier import ParetoFront
-    from analysis.headline import Headline
 
 DEFAULT_RESPONSES = (
     "probe/knn_top1_h", "probe/linear_top1_h", "probe/knn_top1_z", "z/align", "z/uniform",
@@ -126,13 +119,6 @@ class ResponseFit:
     def _words(self) -> Findings:
         return self.findings or findings(self)
 
-    @functools.cached_property
-    def direction(self) -> Direction:
-        """Where to go next on this surface (:func:`analysis.direction.where_next`)."""
-        from analysis.direction import where_next
-
-        return where_next(self)
-
     def model_sentence(self) -> str:
         """Which model: its name on :data:`MODEL_LADDER` and its terms; or why there is none."""
         if self.surface is None:
@@ -190,8 +176,7 @@ class ResponseFit:
                     "press": None, "pred_r2": None, "lack_of_fit_p": None,
                     "stationary_kind": None, "optimum": None, "predicted": None,
                     "interval": None, "notes": [self.reason],
-                    "summary": self.summary(),
-                    "direction": self.direction.to_json()}  # fmt: skip
+                    "summary": self.summary()}  # fmt: skip
         data = {"model": self.model, "status": self.status, **self.surface.to_json()}
         data["error_ms_without_blocks"] = self.error_ms_without_blocks
         data["r2_without_blocks"] = _finite(self.r2_without_blocks)
@@ -204,113 +189,21 @@ class ResponseFit:
                 data["optimum"] = data["predicted"] = data["interval"] = None
         if self.reason:
             data["notes"] = [*data["notes"], self.reason]
-        data["direction"] = self.direction.to_json()
         return data
 
 
 @dataclass(frozen=True)
-class StudyAnalysis:
+class StudyFits:
+    """Every response's fit of one study (:func:`fit_study`): the statistics the findings are
+    read from. ``results`` are the trials analysed (:func:`independent_trials`); ``items`` the
+    held-out items every accuracy counts over (None when the record does not say)."""
+
     study: str
     n_trials: int
     fits: dict[str, ResponseFit]
     frontier: pd.DataFrame
     results: pd.DataFrame = field(repr=False)
-    # the per-item outcomes of the record (analysis.outcomes.Outcomes), None when it has none
-    outcomes: Any = field(default=None, repr=False)
-
-    @functools.cached_property
-    def headline(self) -> Headline:
-        """What the study found, said first (:func:`analysis.headline.headline`); computed once
-        for the report, its JSON, the terminal and the parent run's description."""
-        from analysis.headline import headline
-
-        return headline(self)
-
-    @functools.cached_property
-    def desirability(self) -> DesirabilityOptimum | str | None:
-        """The most desirable point under the study file's ``goals`` (the results' attrs), or
-        why there is none (a sentence), or None when the study has no goals."""
-        from analysis.desirability import desirability_optimum, goals_from_attrs
-
-        goals = goals_from_attrs(self.results)
-        if not goals:
-            return None
-        for goal in goals:
-            fit = self.fits.get(goal.metric)
-            if fit is None or fit.surface is None:
-                return f"no overall desirability: {goal.metric} has no model"
-            if fit.findings is not None and not fit.findings.beats_mean:
-                return (f"no overall desirability: the model of {goal.metric} does not beat "
-                        "the mean, so its predictions carry no information to balance")  # fmt: skip
-        return desirability_optimum({g.metric: self.fits[g.metric].surface for g in goals}, goals)
-
-    @functools.cached_property
-    def pareto(self) -> ParetoFront | None:
-        """The Pareto front of a multi-objective Optuna study's objectives (the results' attrs),
-        or None for a study with one objective."""
-        from analysis.frontier import pareto_front
-
-        objectives = self.results.attrs.get("objectives") or []
-        return pareto_front(self.results, objectives) if objectives else None
-
-    @functools.cached_property
-    def best(self):
-        """The best point of the target (:func:`analysis.headline.best_of_target`), or None."""
-        from analysis.headline import best_of_target, target_of
-
-        return best_of_target(self.results, target_of(self.results), self.outcomes)
-
-    @functools.cached_property
-    def confirmation(self):
-        """A confirmation study's verdict on the chosen point it confirms
-        (:func:`analysis.confirmation.confirmation`); None for any other study."""
-        from analysis.confirmation import confirmation
-        from analysis.headline import target_of
-
-        return confirmation(self.results, target_of(self.results), self.outcomes)
-
-    @functools.cached_property
-    def items(self) -> int | None:
-        """The held-out items every accuracy counts over (:func:`analysis.outcomes.
-        heldout_items`), None when the record does not say."""
-        return heldout_items(self.results, self.outcomes)
-
-    @functools.cached_property
-    def standings(self):
-        """Where the best point stands against each baseline (:func:`analysis.baselines.
-        standings`: paired on the shared items when the record keeps them); () without one."""
-        from analysis.baselines import baselines_of, standings
-
-        best = self.best
-        return () if best is None else standings(best, baselines_of(self.results), self.outcomes)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "study": self.study,
-            "headline": self.headline.to_json(),
-            "baselines": baselines_json(self.results, self.best, self.standings),
-            "best_point": None if self.best is None else self.best.to_json(),
-            "confirmation": None if self.confirmation is None else self.confirmation.to_json(),
-            "measurement": resolution_json(
-                self.items,
-                None if self.best is None or not is_accuracy(self.best.metric) else self.best.mean,
-            ),
-            "n_trials": self.n_trials,
-            "responses": {name: fit.to_json() for name, fit in self.fits.items()},
-            "desirability": _desirability_json(self.desirability),
-            "pareto": None if self.pareto is None else self.pareto.to_json(),
-            "frontier": sorted(set(self.frontier.get("point_id", pd.Series(dtype=str)))),
-        }
-
-    def summary(self) -> str:
-        """Every response's :meth:`ResponseFit.summary`, under its name, a blank line apart."""
-        return "\n\n".join(f"{name}\n{fit.summary()}" for name, fit in self.fits.items())
-
-
-def _desirability_json(found) -> dict[str, Any] | None:
-    if found is None or isinstance(found, str):
-        return None if found is None else {"why_none": found}
-    return found.to_json()
+    items: int | None = None
 
 
 def fit_best_supported(
@@ -407,6 +300,15 @@ def common_seed_blocks(df: pd.DataFrame) -> str | None:
     return "replicate"
 
 
+def more_error_advice(replicated: bool) -> str:
+    """What gives a fit without error an error to test against: replicates where the points
+    have none; where they have them already, the seeds decide and more of them say the same."""
+    if not replicated:
+        return "replicate the points"
+    return ("the points are replicated already, and the replicates agree: the seeds decide the "
+            "outcome; score on more held-out items or run more seeds per point")
+
+
 def _amount(response: str, value: float) -> str:
     """A change of ``response`` in words: accuracies in percentage points (analysis.units)."""
     return amount(response, value)
@@ -439,8 +341,6 @@ def _effect_sentence(e: Effect, detected: bool, replicated: bool = False) -> str
         return (f"{change} {verb} {e.response} by {_amount(e.response, e.estimate)} (the model "
                 "reproduces every trial: no interval).")  # fmt: skip
     if e.std_err is None:  # no residual degrees of freedom: an estimate, never a finding
-        from analysis.headline import more_error_advice
-
         return (f"{change}: estimated at {_signed(e.response, e.estimate)} on {e.response}, not "
                 "tested: the model reproduces every trial with at most one residual degree "
                 f"of freedom, so there is no error to test it against; "
@@ -527,8 +427,6 @@ def findings(
         if flat:
             why = "the fitted surface is flat (see the notes)"
         if saturated:
-            from analysis.headline import more_error_advice
-
             why = (f"the model leaves {s.error_df} residual degree(s) of freedom and "
                    f"{'reproduces every trial' if s.exact else 'no error'}, so there is no "
                    f"error to test an effect against; {more_error_advice(replicated)}")  # fmt: skip
@@ -564,9 +462,9 @@ def findings(
                     tuple(e.factor for e in detected))  # fmt: skip
 
 
-def analyse(
+def fit_study(
     df: pd.DataFrame, responses: tuple[str, ...] | None = None, outcomes=None
-) -> StudyAnalysis:
+) -> StudyFits:
     """Every response surface and the alignment–uniformity frontier of a results frame. When
     seeds are common across points (:func:`common_seed_blocks`), the replicate is a block. The
     study's target metric (``df.attrs["target"]``) is optimised in its own direction.
@@ -591,7 +489,7 @@ def analyse(
         else finished.iloc[0:0]
     )
     n_trials = len(df) + int(df.attrs.get("repeated_trials", 0))
-    return StudyAnalysis(df.attrs.get("study", ""), n_trials, fits, frontier, df, outcomes)
+    return StudyFits(df.attrs.get("study", ""), n_trials, fits, frontier, df, items)
 
 
 def independent_trials(df: pd.DataFrame) -> pd.DataFrame:

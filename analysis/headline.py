@@ -1,13 +1,14 @@
 """What a study found, said before any statistic: the study in one sentence, the findings with
 their evidence, the best point with its interval, and what that suggests for the next study.
 
-Computed once (:func:`headline` returns a frozen :class:`Headline`) from a
-:class:`analysis.report.StudyAnalysis`, then said three ways: :meth:`Headline.lines` for the
-terminal (at most six lines), :meth:`Headline.markdown` for the parent run's description in
-MLflow, and :meth:`Headline.html` for the top of ``report.html``. Every sentence comes from the
-fits' own findings (Holm-adjusted tests, detectable sizes at 80% power; see
-:func:`analysis.report.findings`) and from :func:`analysis.best.best_point`: nothing is said that
-the fits do not support.
+Computed once (:func:`headline` returns a frozen :class:`Headline`) by
+:func:`analysis.study_analysis.analyse`, then said two ways: :meth:`Headline.lines` for the
+terminal (at most six lines) and :meth:`Headline.html` for the top of ``report.html``; the
+parent run's description in MLflow is built from its fields (``study.reporting``). Every
+sentence comes from the fits' own findings (Holm-adjusted tests, detectable sizes at 80% power;
+see :func:`analysis.fits.findings`), from :func:`analysis.best.best_point` and from the one
+decision of what to run next (:func:`analysis.next_study.next_step`): nothing is said that the
+fits do not support.
 """
 
 from __future__ import annotations
@@ -20,18 +21,14 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from analysis.baselines import standing_line
-from analysis.best import BestPoint, best_point, replicates_per_point
-from analysis.power import power_basis, replicates_for
-from analysis.units import amount, is_accuracy, level, to_typed
+from analysis.best import BestPoint, replicates_per_point, target_of
+from analysis.fits import ResponseFit, more_error_advice
+from analysis.units import amount, level
 
 if TYPE_CHECKING:
-    from analysis.report import ResponseFit, StudyAnalysis
+    from analysis.next_study import NextStep
 
-DEFAULT_TARGET = {"metric": "probe/knn_top1_h", "mode": "max"}
 TERMINAL_LINES = 6
-# A factor whose predicted best lies within this share of the coded half-range of an end of
-# its design range is "at the edge": the best may lie beyond what the study explored.
-EDGE = 0.02
 
 
 @dataclass(frozen=True)
@@ -89,24 +86,6 @@ class Headline:
             found = ["Found: no effect was tested (see the notes in report.html)."]
         return [*head, *found, *([missed] if missed else []), *tail][:limit]
 
-    def markdown(self) -> str:
-        """The headline as markdown (MLflow renders a run's description as markdown)."""
-        parts = [self.sentence, "", "**Findings**", ""]
-        if self.confirmation:
-            parts[1:1] = ["", f"**Confirmation.** {self.confirmation}"]
-        if self.on_target:
-            parts.append(f"- {self.on_target}")
-        parts += [f"- {s}" for s in self.found] or ["- No effect was detected."]
-        if self.not_detected:
-            parts += ["", "**Not detectable**", "", *[f"- {s}" for s in self.not_detected]]
-        if self.best:
-            parts += ["", f"**Best point.** {self.best}"]
-        if self.against:
-            parts += ["", f"**Against the baselines.** {self.against}"]
-        if self.next_step:
-            parts += ["", f"**Next study.** {_capital(self.next_step)}"]
-        return "\n".join(parts)
-
     def html(self) -> str:
         """The headline as an HTML section with id ``headline``."""
 
@@ -142,14 +121,6 @@ def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def target_of(df: pd.DataFrame) -> dict[str, str]:
-    """The study's target ``{"metric", "mode"}`` from the frame's attrs, else the default."""
-    target = df.attrs.get("target")
-    if isinstance(target, dict) and target.get("metric"):
-        return {"metric": target["metric"], "mode": target.get("mode", "max")}
-    return dict(DEFAULT_TARGET)
-
-
 def response_rank(response: str, target: str) -> int:
     """The order findings are said in: the target, the other probes, then the geometry."""
     if response == target:
@@ -157,15 +128,27 @@ def response_rank(response: str, target: str) -> int:
     return 1 if response.startswith("probe/") else 2
 
 
-def headline(analysis: StudyAnalysis) -> Headline:
-    """The :class:`Headline` of an analysed study (see the module docstring)."""
-    df = analysis.results
+def headline(
+    *,
+    study: str,
+    results: pd.DataFrame,
+    n_trials: int,
+    fits: dict[str, ResponseFit],
+    best: BestPoint | None,
+    standings: tuple,
+    next_step: NextStep | None,
+    confirmation=None,
+) -> Headline:
+    """The :class:`Headline` of an analysed study (see the module docstring), from the parts
+    :func:`analysis.study_analysis.analyse` assembles: it decides nothing of its own (the next
+    step is ``next_step``'s reason, :func:`analysis.next_study.next_step`)."""
+    df = results
     target = target_of(df)
     found, missed, labels = [], [], []
     on_target = None
-    fits = sorted(analysis.fits.values(), key=lambda f: response_rank(f.response, target["metric"]))
+    ranked = sorted(fits.values(), key=lambda f: response_rank(f.response, target["metric"]))
     replicated = replicates_per_point(df) > 1
-    for fit in fits:
+    for fit in ranked:
         words = fit.findings
         if words is None:
             continue
@@ -185,21 +168,18 @@ def headline(analysis: StudyAnalysis) -> Headline:
         missed += [_effect_missed(e) for e in undetected]
         if undetected:
             labels.append(f"{' or '.join(e.factor for e in undetected)} on {fit.response}")
-    best = analysis.best
-    fit = analysis.fits.get(target["metric"])
-    against = None if best is None else standing_line(analysis.standings)
     return Headline(
-        study=analysis.study,
-        sentence=study_sentence(analysis),
+        study=study,
+        sentence=study_sentence(study, df, n_trials),
         target=target["metric"],
         found=tuple(found),
         not_detected=tuple(missed),
         missed=tuple(labels),
         best=None if best is None else best_sentence(best, target),
-        next_step=None if fit is None else next_step(fit, df, target, analysis.items),
-        against=against,
+        next_step=None if next_step is None else next_step.sentence(),
+        against=None if best is None else standing_line(standings),
         on_target=on_target,
-        confirmation=None if analysis.confirmation is None else analysis.confirmation.sentence(),
+        confirmation=None if confirmation is None else confirmation.sentence(),
     )
 
 
@@ -215,9 +195,8 @@ def _target_undetected(fit: ResponseFit, undetected: list) -> str:
             f"effect is detectable{detectable}.")  # fmt: skip
 
 
-def study_sentence(analysis: StudyAnalysis) -> str:
+def study_sentence(study: str, df: pd.DataFrame, n_trials: int) -> str:
     """What the study did, in one sentence: factors and their ranges, design, trials, budget."""
-    df = analysis.results
     factors = [f for f in df.attrs.get("factors", []) if f in df]
     ranges = _and([_range(f, df[f]) for f in factors]) or "no factor"
     design = df.attrs.get("design") or "a"
@@ -228,7 +207,7 @@ def study_sentence(analysis: StudyAnalysis) -> str:
         seen = df.loc[df.get("status", "finished") == "finished", "examples_seen"].dropna()
         if len(seen) and seen.nunique() == 1:
             budget = f", each trained on {int(seen.iloc[0]):,} examples"
-    name = analysis.study or "The study"
+    name = study or "The study"
     repeated = int(df.attrs.get("repeated_trials", 0))
     again = (f" ({repeated} repeated an earlier trial exactly, same factors and seed, and count "
              "once)") if repeated else ""  # fmt: skip
@@ -236,7 +215,7 @@ def study_sentence(analysis: StudyAnalysis) -> str:
     left = left_out(df, target_of(df)["metric"])
     out = (f"; {len(left)} left out of the analysis of {target_of(df)['metric']}, for a missing "
            f"or non-finite value: {', '.join(left)}") if left else ""  # fmt: skip
-    return (f"{name} varied {ranges} in a {design} design: {analysis.n_trials} trials, "
+    return (f"{name} varied {ranges} in a {design} design: {n_trials} trials, "
             f"{finished} finished{again}{budget}{out}.")  # fmt: skip
 
 
@@ -306,14 +285,6 @@ def _amount(response: str, value: float) -> str:
     return amount(response, value)
 
 
-def best_of_target(df: pd.DataFrame, target: dict[str, str], outcomes=None) -> BestPoint | None:
-    """The best point of ``target``; None when no finished trial has a value of it."""
-    try:
-        return best_point(df, target["metric"], target["mode"], outcomes=outcomes)
-    except (LookupError, ValueError):  # no finished trial, or the metric is not recorded
-        return None
-
-
 def best_sentence(best: BestPoint, target: dict[str, str]) -> str:
     """The best observed point of the target, its mean over replicates and its t interval."""
     where = ", ".join(f"{k} = {_short(v)}" for k, v in best.factors.items())
@@ -332,108 +303,3 @@ def best_sentence(best: BestPoint, target: dict[str, str]) -> str:
         f" observed at {best.point_id} ({where}){chosen}: mean {mean} ({sure}).")  # fmt: skip
 
 
-def next_step(
-    fit: ResponseFit, df: pd.DataFrame, target: dict[str, str], items: int | None = None
-) -> str | None:
-    """What the target's fit suggests for the next study, in one or two sentences. ``items``:
-    the held-out items an accuracy counts over (a size below one item asks for more items)."""
-    metric = target["metric"]
-    if fit.surface is None:
-        if fit.status == "no variation":
-            return (f"{metric} did not vary over this design: widen the factor ranges, or check "
-                    "that the trials trained (see the notes).")  # fmt: skip
-        return None
-    s = fit.surface
-    if s.exact:
-        return exact_fit_step(s, df)
-    if fit.findings is not None and not fit.findings.beats_mean:
-        return _more_replicates(fit, df, items)
-    edges = _edges(s)
-    if edges:
-        return (f"the best predicted {metric} lies at the edge of the design region ("
-                f"{'; '.join(edges)}): extend the range there in the next study.")  # fmt: skip
-    if not any(" ** 2)" in t for t in s.terms):
-        return ("this model has no curvature terms: augment the design to a central composite "
-                "(study augment STUDY_FILE --to central_composite) to see where the optimum "
-                "lies.")  # fmt: skip
-    return ("confirm the predicted optimum: replicate it, with a narrower range around it "
-            "(see the response surfaces).")  # fmt: skip
-
-
-def more_error_advice(replicated: bool) -> str:
-    """What gives a fit without error an error to test against: replicates where the points
-    have none; where they have them already, the seeds decide and more of them say the same."""
-    if not replicated:
-        return "replicate the points"
-    return ("the points are replicated already, and the replicates agree: the seeds decide the "
-            "outcome; score on more held-out items or run more seeds per point")
-
-
-def exact_fit_step(s, df: pd.DataFrame) -> str:
-    """What to do when the model reproduces every trial: replicate the points when the design
-    has none; when it has replicates and the replicate is the block, the seeds decide the
-    outcome, and more of the same replicates would say the same."""
-    reps = replicates_per_point(df)
-    if reps < 2:
-        return ("replicate the design points: the model reproduces every trial, so the study "
-                "has no error to test effects against.")  # fmt: skip
-    if s.blocks is not None:
-        return (f"the seeds decide the outcome: with the replicate as a block the model "
-                f"reproduces every trial of the {reps} replicates per point, so whatever the "
-                "factors do is smaller than what the seed does; score on more held-out items "
-                "or run more seeds per point (a larger replicate block) before reading any "
-                "effect.")  # fmt: skip
-    return (f"the model reproduces every trial although each point has {reps} replicates: "
-            "the replicates agree exactly, so there is no error to test against; score on more "
-            "held-out items, or check that the seeds differ.")  # fmt: skip
-
-
-def _edges(s) -> list[str]:
-    """Numeric factors whose predicted best sits at an end of the design range."""
-    out = []
-    for name, coded in (s.optimum_coded or {}).items():
-        coding = s.coding.get(name)
-        if coding is None or coding.kind != "numeric" or not math.isfinite(coded):
-            continue
-        if abs(coded) >= 1 - EDGE:
-            end = "high" if coded > 0 else "low"
-            value = coding.high if coded > 0 else coding.low
-            beyond = "above" if coded > 0 else "below"
-            out.append(f"{name} at its {end} end, {_short(value)}; try {beyond} it")
-    return out
-
-
-def _more_replicates(fit: ResponseFit, df: pd.DataFrame, items: int | None = None) -> str | None:
-    """Replicates per point that would detect half the smallest effect detectable now, for the
-    factor whose effect is measured best; more held-out items when half of it is less than one
-    held-out item (no replicate can resolve that)."""
-    effects = [e for e in fit.findings.effects if e.detectable is not None]
-    if not effects:
-        return None
-    sharpest = min(effects, key=lambda e: e.detectable)
-    effect = sharpest.detectable / 2
-    if items and is_accuracy(fit.response) and effect < 1 / items:
-        return (
-            f"no factor moved {fit.response} detectably, and half the smallest effect "
-            f"detectable now ({_amount(fit.response, effect)} for {sharpest.change}) is less "
-            f"than one of the {items:,} held-out items: score on at least "
-            f"{math.ceil(1 / effect):,} held-out items (heldout_size) before adding replicates."
-        )
-    plan = next(
-        p for p in replicates_for(power_basis(fit.surface, items), effect)
-        if p.factor == sharpest.factor
-    )  # fmt: skip
-    study = df.attrs.get("study") or "STUDY"
-    typed = to_typed(fit.response, effect)  # --effect takes points for an accuracy
-    command = f"study power {study} --metric {fit.response} --effect {typed:.3g}"
-    size = _amount(fit.response, effect)
-    if plan.replicates_needed is None:
-        return (
-            f"no factor moved {fit.response} detectably; detecting {size} for "
-            f"{sharpest.change} would need more replicates than is practical ({command})."
-        )
-    return (
-        f"no factor moved {fit.response} detectably; to detect {size} for {sharpest.change} "
-        f"(half the smallest effect detectable now), run {plan.replicates_needed} replicates "
-        f"per point instead of {plan.replicates_now:.3g} ({command})."
-    )

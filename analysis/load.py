@@ -53,11 +53,11 @@ from analysis.record import (
     study_runs,
     trial_status,
 )
-from analysis.sqlite_reader import read_client
 from analysis.store import (
     STORE_FILE,
     default_store,
     local_folder,
+    read_client,
     recorded_studies,
     store_exists,
     store_problem,

@@ -1,19 +1,20 @@
 """A study's report: response-surface fits, the frontier, every figure and the evidence card,
 written as one self-contained ``report.html`` (figures embedded) plus the pieces beside it.
 
-Compute first (:func:`analysis.fits.analyse` returns a frozen :class:`StudyAnalysis`; its
-names are importable from here too), then write (:func:`write_report`). The JSON summary is
-the contract of ``study report --json``: ``study``,
-``headline`` (:class:`analysis.headline.Headline`: ``sentence``, ``target``, ``found``,
-``not_detected``, ``best``, ``next_step`` and the terminal's ``lines``), ``n_trials``,
-``responses`` (metric -> ``model``, ``status``, ``r2``, ``adj_r2``, ``press``,
-``pred_r2``, ``lack_of_fit_p``, ``stationary_kind``, ``optimum``, ``predicted``, ``interval``,
-``notes``, and for a fitted one ``blocks``, ``error_ms``, ``error_ms_without_blocks``,
-``model_p``, ``beats_mean``, ``findings`` (the sentences, findings first) and ``effects``;
-for every one ``summary``, :meth:`analysis.fits.ResponseFit.summary`, shown in the page too) and
-``frontier`` (the point ids on the z alignment–uniformity frontier). What is
-undefined is null, never 0 or inf, and ``notes`` says why in words (a constant response: status
-"no variation", nothing modelled).
+Compute first (:func:`analysis.study_analysis.analyse` returns a frozen
+:class:`analysis.study_analysis.StudyAnalysis`), then write (:func:`write_report`). The JSON
+summary is the contract of ``study report --json``: ``study``, ``next_step``
+(:class:`analysis.next_study.NextStep`), ``headline`` (:class:`analysis.headline.Headline`:
+``sentence``, ``target``, ``found``, ``not_detected``, ``best``, ``next_step`` and the
+terminal's ``lines``), ``n_trials``, ``responses`` (metric -> ``model``, ``status``, ``r2``,
+``adj_r2``, ``press``, ``pred_r2``, ``lack_of_fit_p``, ``stationary_kind``, ``optimum``,
+``predicted``, ``interval``, ``notes``, and for a fitted one ``blocks``, ``error_ms``,
+``error_ms_without_blocks``, ``model_p``, ``beats_mean``, ``findings`` (the sentences,
+findings first) and ``effects``; for every one ``summary``,
+:meth:`analysis.fits.ResponseFit.summary`, shown in the page too, and ``direction``) and
+``frontier`` (the point ids on the z alignment–uniformity frontier). What is undefined is
+null, never 0 or inf, and ``notes`` says why in words (a constant response: status "no
+variation", nothing modelled).
 """
 
 from __future__ import annotations
@@ -32,43 +33,12 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.baselines import baselines_json
-from analysis.best import finished_trials
-from analysis.fits import (
-    ALPHA,
-    DEFAULT_RESPONSES,
-    MODEL_LADDER,
-    POWER,
-    Findings,
-    ResponseFit,
-    StudyAnalysis,
-    _num,
-    analyse,
-    common_seed_blocks,
-    findings,
-    fit_best_supported,
-    independent_trials,
-    run_blocks,
-)
+from analysis.best import finished_trials, target_of
+from analysis.direction import Direction
+from analysis.fits import ResponseFit, _num, findings
 from analysis.measurement import resolution_words
+from analysis.study_analysis import StudyAnalysis
 from analysis.units import is_accuracy, level
-
-__all__ = [
-    "ALPHA",
-    "DEFAULT_RESPONSES",
-    "MODEL_LADDER",
-    "POWER",
-    "Findings",
-    "ResponseFit",
-    "StudyAnalysis",
-    "analyse",
-    "common_seed_blocks",
-    "figure_inputs",
-    "findings",
-    "fit_best_supported",
-    "independent_trials",
-    "run_blocks",
-    "write_report",
-]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -95,7 +65,7 @@ def _figure_data_uri(png: Path, svg: Path) -> str:
     return f"data:{mime};base64," + base64.b64encode(data).decode()
 
 
-def _fit_html(fit: ResponseFit) -> str:
+def _fit_html(fit: ResponseFit, direction: Direction) -> str:
     """Findings first (what was found, how sure, what was not detectable), then statistics."""
     # every line of fit.summary() (the notebook's and the README snippet's words) is shown here
     if fit.surface is None:
@@ -115,7 +85,7 @@ def _fit_html(fit: ResponseFit) -> str:
         + (f"<p>Found:</p><ul>{found}</ul>" if found else "")
         + (f"<p>Not detectable:</p><ul>{missed}</ul>" if missed else "")
         + optimum
-        + _direction_html(fit)
+        + _direction_html(direction)
         + f"<p>{html.escape(fit.block_sentence())}</p>"
         + f"<p>{html.escape(fit.model_sentence())}</p>"
         + f"<p>{html.escape(fit.fit_sentence())} PRESS = {_num(s.press, '.4g')}, lack-of-fit "
@@ -147,7 +117,7 @@ def _paths(analysis: StudyAnalysis, surfaces: dict) -> dict[str, pd.DataFrame]:
     """Each drawn surface's path (steepest ascent, or the ridge), for its contour figure."""
     out = {}
     for name in surfaces:
-        path = analysis.fits[name].direction.path
+        path = analysis.directions[name].path
         if path is not None:
             out[name] = path.table
     return out
@@ -194,9 +164,8 @@ def _interval_text(interval) -> str:
     return "n/a" if interval is None else f"{interval[0]:.4g} to {interval[1]:.4g}"
 
 
-def _direction_html(fit: ResponseFit) -> str:
+def _direction_html(direction: Direction) -> str:
     """Where to go next on this surface: the sentences, then the path's table."""
-    direction = fit.direction
     words = "".join(f"<li>{html.escape(x)}</li>" for x in direction.sentences())
     path = direction.path
     if path is None:
@@ -341,8 +310,6 @@ KEY_METRICS = ("probe/knn_top1_h", "probe/linear_top1_h", "probe/knn_top1_z",
 def _trials_html(analysis: StudyAnalysis) -> str:
     """The trials: one row each (point, replicate, status, the factors, examples seen, the
     target then the key probes and the z geometry), rounded, accuracies in percent."""
-    from analysis.headline import target_of
-
     df = analysis.results
     factors = [f for f in df.attrs.get("factors") or [] if f in df]
     seen = next((c for c in ("examples_seen", "train/examples_seen") if c in df), None)
@@ -630,7 +597,8 @@ def write_report(
     figures_html = (
         _figures_html(list(blocks), blocks, no_contours, panel_anchors) if figures else NOT_DRAWN
     )
-    fits = _scrolling_tables("".join(_fit_html(f) for f in analysis.fits.values()))
+    fits = _scrolling_tables("".join(_fit_html(f, analysis.directions[name])
+                                     for name, f in analysis.fits.items()))
     marker = "<!-- contents -->"
     body = _with_contents(
         f"""{top.html()}

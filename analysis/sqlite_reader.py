@@ -3,17 +3,17 @@ read (``study status``, ``export``, ``list``, ``power``; ``load_study`` in a not
 
 Importing MLflow takes 2–4 s and opening its SQLAlchemy store verifies the schema on every
 start, while a command that prints a study's trials needs a few rows of five tables. So an
-embedded store whose schema is the installed MLflow's (:func:`analysis.load.store_problem`)
+embedded store whose schema is the installed MLflow's (:func:`analysis.store.store_problem`)
 is read here, through a read-only SQLite connection, by :class:`SQLiteReader`: the part of
 ``MlflowClient``'s reading API this project calls, answering as MLflow's SQLAlchemy store does
 (runs newest first, then by id; a run's metrics are its latest values; NaN where MLflow keeps
 ``is_nan``). A server, or a store this MLflow does not read, gets the real client
-(:func:`read_client`). ``tests/analysis/test_sqlite_reader.py`` compares both on real stores.
+(:func:`analysis.store.read_client`). ``tests/analysis/test_sqlite_reader.py`` compares both
+on real stores.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 import sqlite3
@@ -190,20 +190,3 @@ class SQLiteReader:
                 metrics[run][key] = math.nan if is_nan else float(value)
         return [Run(i, RunData(metrics[i.run_id], params[i.run_id], tags[i.run_id]))
                 for i in infos]  # fmt: skip
-
-
-def read_client(uri: str):
-    """The cheapest client that reads ``uri``: :class:`SQLiteReader` for an embedded store this
-    MLflow reads (no MLflow import), else ``MlflowClient``. A file that is no store this MLflow
-    reads is a ValueError saying why (:func:`analysis.store.store_problem`): MLflow's client
-    would write its tables into it, or stop with a traceback."""
-    from analysis.store import store_exists, store_problem
-
-    if problem := store_problem(uri):
-        raise ValueError(f"tracking store {uri}: {problem}")
-    if uri.startswith("sqlite:///") and store_exists(uri):
-        with contextlib.suppress(sqlite3.Error):
-            return SQLiteReader(uri)
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(uri)

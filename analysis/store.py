@@ -15,7 +15,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from analysis.sqlite_reader import ACTIVE_ONLY, read_client
+from analysis.sqlite_reader import ACTIVE_ONLY, SQLiteReader
 
 STORE_FILE = "mlflow.db"
 
@@ -177,3 +177,17 @@ def local_folder(uri: str | None) -> Path | None:
         return Path(unquote(parsed.path))
     return Path(uri) if not parsed.scheme and Path(uri).is_absolute() else None
 
+
+def read_client(uri: str):
+    """The cheapest client that reads ``uri``: :class:`SQLiteReader` for an embedded store this
+    MLflow reads (no MLflow import), else ``MlflowClient``. A file that is no store this MLflow
+    reads is a ValueError saying why (:func:`store_problem`): MLflow's client
+    would write its tables into it, or stop with a traceback."""
+    if problem := store_problem(uri):
+        raise ValueError(f"tracking store {uri}: {problem}")
+    if uri.startswith("sqlite:///") and store_exists(uri):
+        with contextlib.suppress(sqlite3.Error):
+            return SQLiteReader(uri)
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(uri)

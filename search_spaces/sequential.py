@@ -367,9 +367,13 @@ def _hold(data: dict[str, Any], fixed: dict[str, Any]) -> None:
 
 def _ranges(spec: StudySpec, data: dict[str, Any], points: list[dict]) -> dict[str, Any]:
     """Each numeric factor's range over ``points`` (a factor the points do not move becomes a
-    fixed field); the points keep only the factors that remain."""
+    fixed field); the points keep only the factors that remain. A batch size along the path is
+    first snapped to the nearest size that keeps the budget matched: a path that barely moves it
+    (122.5 to 124.3) would otherwise ask for a range that holds no valid size."""
     factors = {}
     for name in list(points[0]):
+        if name == "batch_size":
+            _snap_batches(data, points)
         values = [p[name] for p in points]
         if math.isclose(min(values), max(values)):
             held = values[0]
@@ -381,6 +385,15 @@ def _ranges(spec: StudySpec, data: dict[str, Any], points: list[dict]) -> dict[s
             continue
         factors[name] = {"range": [min(values), max(values)], "scale": spec.factors[name].scale}
     return factors
+
+
+def _snap_batches(data: dict[str, Any], points: list[dict]) -> None:
+    """Each point's batch size -> the nearest (on the log scale) that divides the budget and
+    splits over the workers."""
+    fixed = {**data["trial"], "workers": data["resources"]["workers"]}
+    candidates = valid_batch_sizes(2, int(max(p["batch_size"] for p in points) * 4), fixed)
+    for p in points:
+        p["batch_size"] = min(candidates, key=lambda d, v=p["batch_size"]: abs(math.log(d / v)))
 
 
 def _built_snapped(data: dict[str, Any]) -> tuple[StudySpec, FixedDesign]:

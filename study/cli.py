@@ -250,10 +250,10 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
         if record.parent() is None:
             return {}, ""
         # the analysis (statsmodels, pandas: seconds) only for a study there is to plan from
+        from analysis.fits import DEFAULT_RESPONSES
         from analysis.load import results_frame
         from analysis.outcomes import heldout_items
         from analysis.power import detectable_with, power_basis
-        from analysis.report import DEFAULT_RESPONSES
         from study.export import results_table
 
         df = results_frame(results_table(record))

@@ -53,8 +53,14 @@ from analysis.record import (
     find_experiment,
     study_runs,
 )
-from analysis.sqlite_reader import DELETED_ONLY, read_client
-from analysis.store import default_store, store_exists, store_problem, unknown_study
+from analysis.sqlite_reader import DELETED_ONLY
+from analysis.store import (
+    default_store,
+    read_client,
+    store_exists,
+    store_problem,
+    unknown_study,
+)
 from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
 from search_spaces.sequential import parent_run_name
 from search_spaces.spec import StudyError, StudySpec, spec_yaml

@@ -11,7 +11,8 @@ from mlflow.exceptions import MlflowException
 
 from analysis.headline import Headline
 from analysis.load import load_history, read_results, results_frame
-from analysis.report import analyse, write_report
+from analysis.report import write_report
+from analysis.study_analysis import analyse
 from study.export import results_table
 from study.mlflow_views import point_to_report
 from study.record import EVIDENCE_ARTIFACTS, MAX_TAG, SOURCE_RETURN_PNG, StudyRecord
@@ -101,8 +102,7 @@ def source_return(record: StudyRecord, df, folder: Path) -> dict[str, tuple[Path
     first finished replicate of each (``evidence/source_return.png`` and ``.csv``), downloaded
     under ``folder``: label -> (the panel, its table as a DataFrame or None). Empty when the
     record holds none (vector data have no panel; studies recorded before it have neither)."""
-    from analysis.best import best_point
-    from analysis.headline import target_of
+    from analysis.best import best_point, target_of
 
     target = target_of(df)
     flipped = "min" if target["mode"] == "max" else "max"

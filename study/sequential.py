@@ -133,14 +133,15 @@ class Next:
 def next_study(
     source: str | Path, *, tracking_uri: str, out: Path | None = None, confirm: bool = False
 ) -> Next:
-    """``study next``: read the finished study, decide its next step
-    (:func:`analysis.next_study.next_step`; with ``confirm``, the confirmation study of its
-    selected point, :func:`analysis.next_study.confirm_step`) and write that study file beside
+    """``study next``: read the finished study, take its next step (the one its analysis
+    decided, :func:`analysis.next_study.next_step`, which the headline's "Next:" line says too;
+    with ``confirm``, the confirmation study of its selected point,
+    :func:`analysis.next_study.confirm_step`) and write that study file beside
     the old one (a central composite through ``study augment``'s own writer); nothing is
     recorded. Every follow-up's seeds start past the finished study's."""
-    from analysis.fits import analyse
     from analysis.load import load_study
-    from analysis.next_study import confirm_step, next_step
+    from analysis.next_study import confirm_step
+    from analysis.study_analysis import analyse
     from study.reporting import study_outcomes
 
     spec = load_spec(source)
@@ -150,9 +151,11 @@ def next_study(
     outcomes = study_outcomes(record, tracking_uri)
     analysis = analyse(load_study(spec.study, tracking_uri), outcomes=outcomes)
     if confirm:
-        step = confirm_step(analysis, spec.design.replicates)
+        target = analysis.headline.target
+        step = confirm_step(analysis.results, analysis.fits.get(target), analysis.best,
+                            analysis.items, spec.design.replicates)  # fmt: skip
     else:
-        step = next_step(analysis, spec.design.replicates)
+        step = analysis.next_step
     if step.kind == "none":
         raise StudyError(f"study {spec.study!r}: {step.reason}")
     if step.kind == "augment":

@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis.aliases import alias_map
-from analysis.fits import analyse
-from analysis.headline import headline
+from analysis.study_analysis import analyse
 
 RESPONSE = "z/align"
 
@@ -62,7 +61,7 @@ def test_a_finding_on_an_aliased_factor_says_so_everywhere():
 @pytest.mark.parametrize("value", [lambda t, b, a: 0.2 + 0.1 * (t > 0.2)])
 def test_a_full_factorial_names_no_alias(value):
     full = [(t, b, a) for t, b, a in itertools.product((0.1, 0.5), (64, 256), (0.2, 1.0))]
-    top = headline(analyse(study(full, value), (RESPONSE,)))
+    top = analyse(study(full, value), (RESPONSE,)).headline
     assert "aliased" not in " ".join(top.lines())
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.fits import analyse
 from analysis.outcomes import Outcomes, SystemOutcomes
+from analysis.study_analysis import analyse
 
 N = 400
 METRIC = "probe/knn_top1_h"

@@ -223,8 +223,8 @@ def test_an_optimum_on_the_regions_edge_is_said():
 
 # ---- the study's goals, through the analysis and the report
 def test_the_report_balances_the_study_files_goals_and_draws_d(tmp_path):
-    from analysis.fits import analyse
     from analysis.report import write_report
+    from analysis.study_analysis import analyse
 
     frame = two_responses()
     frame["point_id"] = [f"p{i // 2}" for i in range(len(frame))]
@@ -249,7 +249,7 @@ def test_the_report_balances_the_study_files_goals_and_draws_d(tmp_path):
 
 
 def test_goals_on_a_response_no_factor_moves_give_no_overall_desirability():
-    from analysis.fits import analyse
+    from analysis.study_analysis import analyse
 
     frame = two_responses()
     frame["flat"] = 0.5 + np.tile([0.001, -0.001], len(frame) // 2)

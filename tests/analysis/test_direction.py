@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from analysis.direction import where_next
 from analysis.fits import fit_best_supported
 from analysis.report import _fit_html
 
@@ -44,7 +45,7 @@ def natural_tau(coded: float) -> float:
 def test_a_planted_maximum_inside_the_region_is_found_by_canonical_analysis():
     fit = fit_best_supported(planted(lambda u, v: 0.9 - 0.05 * (u - 0.3) ** 2
                                      - 0.03 * (v + 0.2) ** 2), RESPONSE)  # fmt: skip
-    direction = fit.direction
+    direction = where_next(fit)
     assert direction.order == "second" and direction.steepest is None
     canonical = direction.canonical
     assert canonical.kind == "maximum" and canonical.inside
@@ -55,10 +56,10 @@ def test_a_planted_maximum_inside_the_region_is_found_by_canonical_analysis():
     assert canonical.predicted == pytest.approx(0.9, abs=0.003)
     # the ridge climbs to the maximum and no further
     assert direction.ridge.table["mean"].max() <= canonical.predicted + 1e-9
-    data = json.loads(json.dumps(fit.to_json()))
-    assert data["direction"]["order"] == "second"
-    assert data["direction"]["canonical"]["kind"] == "maximum"
-    page = _fit_html(fit)
+    data = json.loads(json.dumps(direction.to_json()))
+    assert data["order"] == "second"
+    assert data["canonical"]["kind"] == "maximum"
+    page = _fit_html(fit, where_next(fit))
     assert "Where next" in page and "Canonical analysis: eigenvalues" in page
     assert "the ridge analysis, step by step" in page
 
@@ -66,7 +67,7 @@ def test_a_planted_maximum_inside_the_region_is_found_by_canonical_analysis():
 def test_a_planted_plane_gets_the_path_of_steepest_ascent_along_its_gradient():
     fit = fit_best_supported(planted(lambda u, v: 0.8 + 0.04 * u + 0.02 * v, levels=(-1, 1),
                                      replicates=4), RESPONSE)  # fmt: skip
-    direction = fit.direction
+    direction = where_next(fit)
     assert direction.order == "first" and direction.canonical is None
     path = direction.steepest
     assert path.direction == pytest.approx(np.array([2.0, 1.0]) / math.sqrt(5), abs=0.02)
@@ -75,13 +76,13 @@ def test_a_planted_plane_gets_the_path_of_steepest_ascent_along_its_gradient():
     assert one_step["temperature"] == pytest.approx(natural_tau(path.direction[0]), rel=1e-9)
     words = " ".join(direction.sentences())
     assert "Path of steepest ascent" in words and "confidence cone leaves out" in words
-    assert json.loads(json.dumps(fit.to_json()))["direction"]["order"] == "first"
+    assert json.loads(json.dumps(direction.to_json()))["order"] == "first"
 
 
 def test_a_minimised_response_descends():
     frame = planted(lambda u, v: 0.8 + 0.04 * u + 0.02 * v, levels=(-1, 1))
     frame = frame.rename(columns={RESPONSE: "z/align"})
-    path = fit_best_supported(frame, "z/align").direction.steepest
+    path = where_next(fit_best_supported(frame, "z/align")).steepest
     assert path.goal == "min"
     assert path.direction == pytest.approx(-np.array([2.0, 1.0]) / math.sqrt(5), abs=0.02)
 
@@ -89,13 +90,14 @@ def test_a_minimised_response_descends():
 def test_a_response_no_factor_moves_gets_no_direction():
     fit = fit_best_supported(planted(lambda u, v: 0.9), RESPONSE)
     assert fit.findings is not None and not fit.findings.beats_mean
-    assert fit.direction.order is None
-    assert fit.direction.why_none == "the model does not beat the mean"
-    assert fit.to_json()["direction"] == {
+    assert where_next(fit).order is None
+    assert where_next(fit).why_none == "the model does not beat the mean"
+    assert where_next(fit).to_json() == {
         "order": None,
         "why_none": "the model does not beat the mean",
     }
-    assert "No direction is named: the model does not beat the mean." in _fit_html(fit)
+    page = _fit_html(fit, where_next(fit))
+    assert "No direction is named: the model does not beat the mean." in page
 
 
 def test_a_plane_on_three_levels_is_read_as_a_plane_not_as_a_noisy_bowl():
@@ -106,16 +108,16 @@ def test_a_plane_on_three_levels_is_read_as_a_plane_not_as_a_noisy_bowl():
 
     fit = fit_best_supported(planted(lambda u, v: 0.8 + 0.04 * u + 0.02 * v), RESPONSE)
     assert "I(temperature ** 2)" in fit.surface.terms and not curvature_detected(fit.surface)
-    direction = fit.direction
+    direction = where_next(fit)
     assert direction.order == "first" and direction.canonical is None
     assert direction.steepest.direction == pytest.approx(np.array([2.0, 1.0]) / math.sqrt(5),
                                                          abs=0.02)  # fmt: skip
 
 
 def test_the_path_is_drawn_over_the_responses_contours():
-    from analysis.fits import analyse
     from analysis.plots import all_figures
     from analysis.report import _paths
+    from analysis.study_analysis import analyse
 
     frame = planted(lambda u, v: 0.8 + 0.04 * u + 0.02 * v)
     analysis = analyse(frame, (RESPONSE,))
@@ -124,3 +126,8 @@ def test_the_path_is_drawn_over_the_responses_contours():
     figure = figures["contours_probe_knn_top1_h_temperature_batch_size"]
     labels = [line.get_label() for line in figure.axes[0].get_lines()]
     assert "where next (path)" in labels
+    # report.json carries each response's direction beside its fit, from the one analysis
+    data = json.loads(json.dumps(analysis.to_json(), default=str))
+    assert data["responses"][RESPONSE]["direction"]["order"] == "first"
+    assert data["responses"][RESPONSE]["direction"] == json.loads(
+        json.dumps(analysis.directions[RESPONSE].to_json()))  # fmt: skip

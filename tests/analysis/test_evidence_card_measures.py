@@ -339,7 +339,8 @@ def test_full_card_with_every_new_measurement_is_json_clean():
 # ---- the report's Source return section
 @pytest.mark.filterwarnings("ignore")
 def test_report_embeds_the_source_return_panels(tmp_path):
-    from analysis.report import analyse, write_report
+    from analysis.report import write_report
+    from analysis.study_analysis import analyse
 
     png = tmp_path / "panel.png"
     Figure(figsize=(2, 1)).savefig(png)

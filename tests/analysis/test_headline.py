@@ -13,9 +13,10 @@ import pytest
 from resultskit import RESPONSE, planted
 from scipy import stats
 
-from analysis.headline import Headline, headline
+from analysis.headline import Headline
 from analysis.power import replicates_for
-from analysis.report import analyse, write_report
+from analysis.report import write_report
+from analysis.study_analysis import analyse
 
 
 def by_point(df, metric=RESPONSE):
@@ -24,7 +25,7 @@ def by_point(df, metric=RESPONSE):
 
 
 def test_the_study_sentence_names_factors_ranges_design_trials_and_budget():
-    top = headline(analyse(planted(-0.02), (RESPONSE,)))
+    top = analyse(planted(-0.02), (RESPONSE,)).headline
     assert top.sentence == (
         "unit varied temperature (0.1 to 0.5) and batch_size (64 to 256) in a full factorial "
         "design: 16 trials, 16 finished, each trained on 30,720 examples."
@@ -33,7 +34,7 @@ def test_the_study_sentence_names_factors_ranges_design_trials_and_budget():
 
 def test_a_planted_temperature_effect_is_found_with_its_interval_and_the_rest_is_not():
     """knn falls 2 points per doubling of τ; batch size does nothing."""
-    top = headline(analyse(planted(-0.02), (RESPONSE,)))
+    top = analyse(planted(-0.02), (RESPONSE,)).headline
     assert len(top.found) == 1
     pattern = (
         r"Doubling temperature lowers probe/knn_top1_h by 2 points \(95% CI [\d.]+ points "
@@ -52,7 +53,7 @@ def test_the_best_point_is_the_best_mean_over_replicates_with_its_t_interval():
     best = means.idxmax()
     values = by_point(df).get_group(best)
     half = stats.t.ppf(0.975, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
-    top = headline(analyse(df, (RESPONSE,)))
+    top = analyse(df, (RESPONSE,)).headline
     assert top.best.startswith(f"Highest probe/knn_top1_h observed at {best} (temperature = 0.1")
     # accuracies are read in percent (analysis.units)
     assert (f"selected among 4 points: mean {means[best] * 100:.1f}% (4 replicates; 95% interval "
@@ -64,13 +65,13 @@ def test_a_minimised_target_names_the_lowest_point_and_its_own_edge():
     df = planted(-0.02)
     df.loc[df["point_id"] == "p003", RESPONSE] -= 0.01  # p002 and p003 tie otherwise
     df.attrs["target"] = {"metric": RESPONSE, "mode": "min"}
-    top = headline(analyse(df, (RESPONSE,)))
+    top = analyse(df, (RESPONSE,)).headline
     assert top.best.startswith("Lowest probe/knn_top1_h observed at p003 (temperature = 0.5")
     assert "temperature at its high end, 0.5; try above it" in top.next_step
 
 
 def test_an_optimum_at_the_edge_of_the_design_says_to_extend_the_range_there():
-    top = headline(analyse(planted(-0.02), (RESPONSE,)))
+    top = analyse(planted(-0.02), (RESPONSE,)).headline
     assert "temperature at its low end, 0.1; try below it" in top.next_step
 
 
@@ -79,7 +80,7 @@ def test_nothing_detected_says_so_and_plans_the_replicates_that_would_detect_hal
     analysis = analyse(df, (RESPONSE,))
     fit = analysis.fits[RESPONSE]
     assert not fit.findings.beats_mean
-    top = headline(analysis)
+    top = analysis.headline
     # the target comes first, said on its own line, not folded into "Not detectable"
     assert top.found == () and top.missed == () and top.not_detected == ()
     assert top.on_target.startswith(f"No factor has a detectable effect on {RESPONSE} (")
@@ -107,13 +108,20 @@ def test_the_terminal_gets_at_most_six_lines_and_counts_what_it_leaves_out():
     short = Headline("s", "The study.", RESPONSE, ("One.",), (), (), None, None)
     assert short.lines() == ["The study.", "Found: One."]
     for df in (planted(-0.02), planted(0.0)):
-        assert 2 <= len(headline(analyse(df)).lines()) <= 6
+        assert 2 <= len(analyse(df).headline.lines()) <= 6
 
 
-def test_the_markdown_for_mlflow_leads_with_the_sentence_and_the_findings():
-    top = headline(analyse(planted(-0.02), (RESPONSE,)))
-    text = top.markdown()
-    assert text.startswith(top.sentence + "\n\n**Findings**\n\n- Doubling temperature lowers")
+def test_the_parent_description_in_mlflow_leads_with_the_findings_then_the_sentence():
+    """The parent run's description (study.reporting.parent_note) is the headline's words."""
+    from types import SimpleNamespace
+
+    from study.reporting import parent_note
+
+    top = analyse(planted(-0.02), (RESPONSE,)).headline
+    parent = SimpleNamespace(data=SimpleNamespace(params={}, tags={}))
+    text = parent_note(top, parent)
+    assert text.startswith("**Findings.** Doubling temperature lowers")
+    assert f"\n\n{top.sentence}\n\n" in text
     assert "**Best point.** Highest" in text and "**Next study.**" in text
 
 
@@ -205,7 +213,7 @@ def test_a_trial_left_out_for_a_missing_or_non_finite_target_is_named(bad):
     df = planted(-0.02)
     row = df.index[(df["point_id"] == "p001") & (df["replicate"] == 1)][0]
     df.loc[row, RESPONSE] = bad
-    top = headline(analyse(df, (RESPONSE,)))
+    top = analyse(df, (RESPONSE,)).headline
     assert top.sentence.endswith(
         "16 trials, 16 finished, each trained on 30,720 examples; 1 left out of the analysis "
         f"of {RESPONSE}, for a missing or non-finite value: p001-r1."
@@ -219,14 +227,13 @@ def test_when_the_seed_alone_explains_the_response_next_never_asks_for_replicate
     study next say that the seeds decide, and ask for more items or more seeds instead."""
     from resultskit import study
 
-    from analysis.next_study import next_step as next_study_step
 
     df = study(lambda tau, batch, r, i: 0.9 + 0.01 * r, replicates=2)
     analysis = analyse(df, (RESPONSE,))
-    top = headline(analysis)
+    top = analysis.headline
     words = " ".join(top.lines())
     assert "replicate the design points" not in words and "replicate the points" not in words
     assert "seeds decide the outcome" in (top.next_step or "") + " ".join(top.not_detected) + (
         top.on_target or "")  # fmt: skip
-    step = next_study_step(analysis, 2)
+    step = analysis.next_step
     assert step.kind == "none" and "seeds decide the outcome" in step.reason

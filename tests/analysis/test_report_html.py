@@ -12,7 +12,8 @@ from resultskit import add_class_geometry, add_shift, default_frame, default_his
 
 from analysis.evidence.card import SECTION_TITLES
 from analysis.plots import title
-from analysis.report import analyse, write_report
+from analysis.report import write_report
+from analysis.study_analysis import analyse
 
 PANEL = "best point p000 (temperature = 0.1, batch_size = 64)"
 

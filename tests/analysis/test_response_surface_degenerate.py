@@ -17,7 +17,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.report import _fit_html, analyse, fit_best_supported, write_report
+from analysis.direction import where_next
+from analysis.fits import fit_best_supported
+from analysis.report import _fit_html, write_report
+from analysis.study_analysis import analyse
 from analysis.surface import NoVariationError, UnsupportedDesignError, fit_response_surface
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -291,9 +294,9 @@ def test_report_says_why_a_constant_response_has_no_model():
         "pred_r2": None, "lack_of_fit_p": None, "stationary_kind": None, "optimum": None,
         "predicted": None, "interval": None, "notes": [message],
         "summary": f"Nothing modelled: {message}\nNo optimum is named: nothing was modelled.",
-        "direction": {"order": None, "why_none": "nothing was modelled"},
     }  # fmt: skip
-    page = _fit_html(fit)
+    assert where_next(fit).to_json() == {"order": None, "why_none": "nothing was modelled"}
+    page = _fit_html(fit, where_next(fit))
     assert "Nothing modelled: " + message in page
 
 
@@ -323,9 +326,11 @@ def test_report_json_and_html_of_degenerate_fits_carry_nulls_and_words():
     assert any("the optimum is not unique: batch_size" in n for n in plane["notes"])
     assert plane["interval"] is None and plane["lack_of_fit_p"] is None
     for fit in analysis.fits.values():
-        assert "nan" not in _fit_html(fit)  # None never meets a float format; NaN reads n/a
-    assert "No optimum is named: the fitted surface is flat" in _fit_html(analysis.fits["z/align"])
-    assert "no confidence interval: see the notes" in _fit_html(analysis.fits["z/uniform"])
+        # None never meets a float format; NaN reads n/a
+        assert "nan" not in _fit_html(fit, where_next(fit))
+    pages = {r: _fit_html(analysis.fits[r], analysis.directions[r]) for r in analysis.fits}
+    assert "No optimum is named: the fitted surface is flat" in pages["z/align"]
+    assert "no confidence interval: see the notes" in pages["z/uniform"]
 
 
 def test_write_report_with_a_constant_and_a_flat_response(tmp_path):

@@ -13,7 +13,10 @@ from resultskit import NOISE, RESPONSE, SEED_LUCK, planted, study
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from analysis.report import _fit_html, analyse, common_seed_blocks, write_report
+from analysis.direction import where_next
+from analysis.fits import common_seed_blocks
+from analysis.report import _fit_html, write_report
+from analysis.study_analysis import analyse
 from analysis.surface import factor_effects, fit_response_surface, holm
 
 
@@ -96,7 +99,7 @@ def test_a_planted_study_with_no_effect_says_so_and_names_no_optimum(tmp_path):
     for e in words.effects:
         assert e.detectable is not None and e.detectable > 0
         assert f"{e.change}: {e.detectable * 100:.2g} points" in words.headline
-    page = _fit_html(fit)
+    page = _fit_html(fit, where_next(fit))
     assert "Predicted optimum" not in page and "No optimum is named" in page
     assert page.index("No factor has a detectable effect") < page.index("adjusted R² =")
     data = fit.to_json()

@@ -16,7 +16,8 @@ from mlflow.entities import Metric, ViewType
 from mlflow.tracking import MlflowClient
 
 from analysis.record import results_table
-from analysis.sqlite_reader import SQLiteReader, read_client
+from analysis.sqlite_reader import SQLiteReader
+from analysis.store import read_client
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = "tags.`study.role` = 'trial'"
@@ -92,7 +93,7 @@ def test_a_runs_metrics_are_its_latest_values_and_nan_stays_nan(store):
 def test_the_reader_neither_writes_nor_imports_mlflow(store):
     path = Path(store.removeprefix("sqlite:///"))
     before = path.read_bytes()
-    code = ("import sys; from analysis.sqlite_reader import read_client; "
+    code = ("import sys; from analysis.store import read_client; "
             f"c = read_client({store!r}); e = c.get_experiment_by_name('kept'); "
             "runs = c.search_runs([e.experiment_id], \"tags.`study.role` = 'trial'\"); "
             "print(type(c).__name__, len(runs), 'mlflow' in sys.modules)")  # fmt: skip

@@ -11,8 +11,7 @@ from resultskit import RESPONSE, planted, study
 from scipy import stats
 
 from analysis.best import best_point
-from analysis.headline import headline
-from analysis.report import analyse
+from analysis.study_analysis import analyse
 
 
 def test_a_model_that_reproduces_every_trial_finds_nothing():
@@ -26,7 +25,7 @@ def test_a_model_that_reproduces_every_trial_finds_nothing():
     assert fit.surface.exact and fit.surface.error_df <= 1 and not fit.findings.beats_mean
     assert fit.findings.found == ()
     assert all("not tested" in s for s in fit.findings.not_detected)
-    top = headline(analysis)
+    top = analysis.headline
     assert top.found == () and not any(line.startswith("Found:") for line in top.lines())
     assert "no error to test against" in top.on_target
     assert top.next_step.startswith("replicate the design points")

@@ -109,3 +109,65 @@ def test_the_check_finds_every_form_of_upward_import():
     assert upward_imports("from .. import report\n", ROOT / "analysis" / "plots" / "_x.py") == []
     assert upward_imports("import analysis, search_spaces\n", ROOT / "study" / "x.py") == []
     assert upward_imports("import trainables.config\n", ROOT / "analysis" / "x.py") == []
+
+
+def import_graph(files: list[Path]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (anywhere in the file, ``TYPE_CHECKING`` blocks
+    and imports inside functions included: a circle there is still a circle in the design).
+    ``from package import name`` counts the submodule ``package.name`` when there is one."""
+    modules = {".".join(_module_of(path)): path for path in files}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            targets = _imported(node, name.split("."), is_package)
+            if isinstance(node, ast.ImportFrom):
+                targets = [f"{t}.{a.name}" if f"{t}.{a.name}" in modules else t
+                           for t in targets for a in node.names]  # fmt: skip
+            graph[name] |= {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    files = [path for package in FORBIDDEN for path in _files(package)]
+    found = circles(import_graph(files))
+    if found:
+        pytest.fail("import circles:\n" + "\n".join(" ↔ ".join(c) for c in found), pytrace=False)
+
+
+def test_the_circle_check_finds_a_circle_through_three_modules():
+    graph = {"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x", "b.w"}, "b.w": set()}
+    assert circles(graph) == [["a.x", "a.y", "a.z"]]
+    assert circles({"a.x": {"a.y"}, "a.y": set()}) == []

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pandas as pd
 from resultskit import RESPONSE, planted
 
-from analysis.headline import headline
-from analysis.report import analyse, independent_trials
+from analysis.fits import independent_trials
+from analysis.study_analysis import analyse
 from search_spaces.designs import PastTrial, build_design
 from search_spaces.spec import load_spec, parse_spec
 
@@ -63,6 +63,6 @@ def test_exact_repeats_count_once_and_the_headline_says_so():
     assert analysis.n_trials == len(df2)
     fit, fit_alone = analysis.fits[RESPONSE].surface, alone.fits[RESPONSE].surface
     assert fit.n == fit_alone.n and fit.error_df == fit_alone.error_df
-    sentence = headline(analysis).sentence
+    sentence = analysis.headline.sentence
     said = f"{len(df2)} trials, {len(df2)} finished (2 repeated an earlier trial exactly"
     assert said in sentence

@@ -16,7 +16,7 @@ import yaml
 from recordkit import record_study
 
 from search_spaces.designs import build_design
-from search_spaces.spec import load_spec, parse_spec
+from search_spaces.spec import StudyError, load_spec, parse_spec
 from study.sequential import next_study
 
 STUDY = str(Path(sys.executable).with_name("study"))
@@ -71,11 +71,78 @@ def test_a_plane_with_its_best_on_the_edge_gets_points_along_the_path(tmp_path):
     assert "every trial sees 30720 examples" in plan.stdout
 
 
-def test_nothing_detectable_asks_for_the_replicates_study_power_names(tmp_path):
-    def null(u, v, replicate, i):
-        noise = (0.004, -0.003, -0.004, 0.003, 0.002, -0.002, 0.001, -0.001)[i % 8]
-        return {"probe/knn_top1_h": 0.9 + noise, "z/align": 0.2 + noise, "z/uniform": -3.4}
+def null(u, v, replicate, i):
+    noise = (0.004, -0.003, -0.004, 0.003, 0.002, -0.002, 0.001, -0.001)[i % 8]
+    return {"probe/knn_top1_h": 0.9 + noise, "z/align": 0.2 + noise, "z/uniform": -3.4}
 
+
+# τ from 0.1 to 0.4 and B from 64 to 256 (u, v in [0, 2]) for the central composites
+SQUARE = {"temperature": {"range": [0.1, 0.4], "scale": "log"},
+          "batch_size": {"range": [64, 256], "scale": "log"}}  # fmt: skip
+CCD = {"kind": "central_composite", "replicates": 1}
+
+
+def bowl(u, v, replicate, i):  # the maximum at u = 1.2, v = 0.8
+    noise = (0.001, -0.001, 0.0005, -0.0005)[i % 4]
+    return {"probe/knn_top1_h": 0.95 - 0.02 * (u - 1.2) ** 2 - 0.015 * (v - 0.8) ** 2
+            + noise, "z/align": 0.2 + noise, "z/uniform": -3.4 - noise}  # fmt: skip
+
+
+def twisted(u, v, replicate, i):
+    noise = (0.001, -0.001, 0.0005, -0.0005)[i % 4]
+    x, y = 2 * u / math.log2(5) - 1, v - 1  # coded ±1
+    return {"probe/knn_top1_h": 0.9 + 0.01 * x + 0.03 * x * y + noise, "z/align": 0.2,
+            "z/uniform": -3.4 + noise}  # fmt: skip
+
+
+def saddle(u, v, replicate, i):  # up along τ, down along B, through the centre
+    noise = (0.001, -0.001, 0.0005, -0.0005)[i % 4]
+    return {"probe/knn_top1_h": 0.9 + 0.02 * (u - 1) ** 2 - 0.02 * (v - 1) ** 2 + noise,
+            "z/align": 0.2 + noise, "z/uniform": -3.4 - noise}  # fmt: skip
+
+
+def gentle(u, v, replicate, i):  # a plane over three levels a factor: no curvature to detect
+    noise = (0.004, -0.003, -0.004, 0.003, 0.002, -0.002, 0.001, -0.001)[i % 8]
+    return {"probe/knn_top1_h": 0.9 - 0.004 * u + noise, "z/align": 0.2 + noise,
+            "z/uniform": -3.4 - noise}  # fmt: skip
+
+
+THREE_LEVELS = {"temperature": {"levels": [0.1, 0.2, 0.4], "scale": "log"},
+                "batch_size": {"levels": [64, 128, 256], "scale": "log"}}  # fmt: skip
+TRUTHS = {
+    "plane": (plane, {}),
+    "null": (null, {}),
+    "bowl": (bowl, {"factors": SQUARE, "design": CCD}),
+    "twisted": (twisted, {}),
+    "saddle": (saddle, {"factors": SQUARE, "design": CCD}),
+    "three-levels": (gentle, {"factors": THREE_LEVELS}),
+}
+
+
+@pytest.mark.parametrize("truth", sorted(TRUTHS))
+def test_the_headlines_next_and_study_next_say_the_same_thing(tmp_path, truth):
+    """One decision: what the report's headline says to run next ("Next:", report.json, the
+    parent's description) is what ``study next`` writes, or why it writes nothing."""
+    from study.record import StudyRecord
+    from study.reporting import make_report
+
+    planted, changes = TRUTHS[truth]
+    name = f"agree-{truth}"
+    file, uri = recorded(tmp_path, name, planted, **changes)
+    summary, _ = make_report(StudyRecord.existing(uri, name), None, tmp_path / "report",
+                             tracking_uri=uri, figures=False)  # fmt: skip
+    said = summary["headline"]["next_step"]
+    assert f"Next: {said}" in summary["headline"]["lines"]
+    assert summary["next_step"]["reason"].rstrip(".") == said.rstrip(".")
+    try:
+        reason = next_study(file, tracking_uri=uri, out=tmp_path / "next.yaml").reason
+    except StudyError as err:  # nothing to write: it says why, in the headline's words
+        assert summary["next_step"]["kind"] == "none"
+        reason = str(err).split(": ", 1)[1]
+    assert said.rstrip(".") == reason.rstrip(".")
+
+
+def test_nothing_detectable_asks_for_the_replicates_study_power_names(tmp_path):
     file, uri = recorded(tmp_path, "planted-null", null)
     done = next_study(file, tracking_uri=uri)
     assert done.kind == "replicates"
@@ -87,16 +154,7 @@ def test_nothing_detectable_asks_for_the_replicates_study_power_names(tmp_path):
 
 
 def test_a_maximum_inside_a_central_composite_gets_a_smaller_region_around_it(tmp_path):
-    # τ from 0.1 to 0.4 and B from 64 to 256 (u, v in [0, 2]); the maximum at u = 1.2, v = 0.8
-    def bowl(u, v, replicate, i):
-        noise = (0.001, -0.001, 0.0005, -0.0005)[i % 4]
-        return {"probe/knn_top1_h": 0.95 - 0.02 * (u - 1.2) ** 2 - 0.015 * (v - 0.8) ** 2
-                + noise, "z/align": 0.2 + noise, "z/uniform": -3.4 - noise}  # fmt: skip
-
-    factors = {"temperature": {"range": [0.1, 0.4], "scale": "log"},
-               "batch_size": {"range": [64, 256], "scale": "log"}}  # fmt: skip
-    file, uri = recorded(tmp_path, "planted-bowl", bowl, factors=factors,
-                         design={"kind": "central_composite", "replicates": 1})  # fmt: skip
+    file, uri = recorded(tmp_path, "planted-bowl", bowl, factors=SQUARE, design=CCD)
     done = next_study(file, tracking_uri=uri)
     assert done.kind == "zoom", done.reason
     assert "has a maximum inside the region" in done.reason
@@ -109,12 +167,6 @@ def test_a_maximum_inside_a_central_composite_gets_a_smaller_region_around_it(tm
 
 
 def test_a_factorial_whose_interaction_is_detected_is_augmented(tmp_path):
-    def twisted(u, v, replicate, i):
-        noise = (0.001, -0.001, 0.0005, -0.0005)[i % 4]
-        x, y = 2 * u / math.log2(5) - 1, v - 1  # coded ±1
-        return {"probe/knn_top1_h": 0.9 + 0.01 * x + 0.03 * x * y + noise, "z/align": 0.2,
-                "z/uniform": -3.4 + noise}  # fmt: skip
-
     file, uri = recorded(tmp_path, "planted-twist", twisted)
     done = next_study(file, tracking_uri=uri)
     assert done.kind == "augment", done.reason
@@ -180,11 +232,6 @@ def _recorded_pairs(uri: str, name: str) -> set[tuple]:
 def test_no_follow_up_runs_a_point_and_seed_already_recorded(tmp_path, truth):
     """2 replicates recorded (seeds 0 and 1): the next study, whatever it is, starts its seeds
     past them, so no trial of it repeats a recorded one bit for bit."""
-
-    def null(u, v, replicate, i):
-        noise = (0.004, -0.003, -0.004, 0.003, 0.002, -0.002, 0.001, -0.001)[i % 8]
-        return {"probe/knn_top1_h": 0.9 + noise, "z/align": 0.2 + noise, "z/uniform": -3.4}
-
     name = f"planted-{truth}"
     file, uri = recorded(tmp_path, name, plane if truth == "plane" else null)
     done = next_study(file, tracking_uri=uri)
@@ -226,8 +273,8 @@ def test_a_confirmation_studys_record_says_whether_the_chosen_point_held(tmp_pat
     the parent run to the results' attrs, and the headline opens with the verdict."""
     from recordkit import record_study
 
-    from analysis.fits import analyse
     from analysis.load import load_study
+    from analysis.study_analysis import analyse
 
     file, uri = recorded(tmp_path, "planted-plane", plane)
     done = next_study(file, tracking_uri=uri, confirm=True)

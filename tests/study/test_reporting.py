@@ -14,7 +14,7 @@ from recordkit import NAME, record_study
 
 from analysis.headline import Headline
 from analysis.load import read_results
-from analysis.report import analyse
+from analysis.study_analysis import analyse
 from search_spaces.spec import Goal
 from study.export import export_parquet
 from study.record import MAX_TAG, StudyRecord
