@@ -8,17 +8,17 @@ README say of that metric (:mod:`analysis.study_analysis`).
 import importlib
 
 # name -> the module that defines it; each is imported when first asked for (PEP 562), so a command
-# that reads one table (``analysis.load``) does not load statsmodels and matplotlib with it
+# that reads one table (``analysis.reading.load``) does not load statsmodels and matplotlib with it
 _HOMES = {
     "StudyAnalysis": "analysis.study_analysis", "analyse": "analysis.study_analysis",
-    "pareto_frontier": "analysis.frontier",
-    "default_store": "analysis.load", "load_history": "analysis.load",
-    "load_outcomes": "analysis.load", "load_study": "analysis.load",
-    "read_results": "analysis.load",
-    "recorded_studies": "analysis.load",
-    "write_report": "analysis.report",
-    "ResponseSurface": "analysis.surface", "UnsupportedDesignError": "analysis.surface",
-    "fit_response_surface": "analysis.surface",
+    "pareto_frontier": "analysis.stats.frontier",
+    "default_store": "analysis.reading.load", "load_history": "analysis.reading.load",
+    "load_outcomes": "analysis.reading.load", "load_study": "analysis.reading.load",
+    "read_results": "analysis.reading.load",
+    "recorded_studies": "analysis.reading.load",
+    "write_report": "analysis.report.page",
+    "ResponseSurface": "analysis.stats.surface", "UnsupportedDesignError": "analysis.stats.surface",
+    "fit_response_surface": "analysis.stats.surface",
 }  # fmt: skip
 
 

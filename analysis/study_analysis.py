@@ -1,5 +1,5 @@
 """One analysis of a study, assembled once, at the top: :func:`analyse` fits every response
-(:func:`analysis.fits.fit_study`), reads the findings from the fits (directions, the best
+(:func:`analysis.stats.fits.fit_study`), reads the findings from the fits (directions, the best
 point, where it stands against the baselines, a confirmation's verdict, the one decision of
 what to run next, the headline) and returns them as one frozen :class:`StudyAnalysis`.
 
@@ -14,17 +14,17 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.baselines import Standing, baselines_json, baselines_of, standings
-from analysis.best import BestPoint, best_of_target, target_of
-from analysis.confirmation import Confirmation, confirmation
-from analysis.desirability import DesirabilityOptimum, study_desirability
-from analysis.direction import Direction, where_next
-from analysis.fits import ResponseFit, fit_study
-from analysis.frontier import ParetoFront, pareto_front
-from analysis.headline import Headline, headline
-from analysis.measurement import resolution_json
-from analysis.next_study import NextStep, next_step
-from analysis.units import is_accuracy
+from analysis.findings.baselines import Standing, baselines_json, baselines_of, standings
+from analysis.findings.confirmation import Confirmation, confirmation
+from analysis.findings.direction import Direction, where_next
+from analysis.findings.headline import Headline, headline
+from analysis.findings.next_step import NextStep, next_step
+from analysis.stats.best import BestPoint, best_of_target, target_of
+from analysis.stats.desirability import DesirabilityOptimum, study_desirability
+from analysis.stats.fits import ResponseFit, fit_study
+from analysis.stats.frontier import ParetoFront, pareto_front
+from analysis.stats.measurement import resolution_json
+from analysis.stats.units import is_accuracy
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,12 @@ class StudyAnalysis:
     """What a study found, computed once by :func:`analyse`.
 
     ``fits``: each response's fit; ``directions``: where each fit says to go next
-    (:func:`analysis.direction.where_next`); ``best``: the best point of the target (None when
+    (:func:`analysis.findings.direction.where_next`); ``best``: the best point of the target (None
+    when
     no trial finished); ``standings``: where it stands against each baseline (paired on the
     shared items when the record keeps them); ``confirmation``: a confirmation study's verdict
     (None for any other study); ``next_step``: what to run next, decided once
-    (:func:`analysis.next_study.next_step`); ``headline``: all of it in words;
+    (:func:`analysis.findings.next_step.next_step`); ``headline``: all of it in words;
     ``desirability``: the most desirable point under the study's goals, or why there is none
     (None without goals); ``pareto``: a multi-objective study's front (None otherwise);
     ``items``: the held-out items every accuracy counts over (None when the record does not
@@ -94,9 +95,9 @@ def analyse(
 ) -> StudyAnalysis:
     """Every response surface and the alignment–uniformity frontier of a results frame, and
     everything read from them (see :class:`StudyAnalysis`). When seeds are common across points
-    (:func:`analysis.fits.common_seed_blocks`), the replicate is a block. The study's target
+    (:func:`analysis.stats.fits.common_seed_blocks`), the replicate is a block. The study's target
     metric (``df.attrs["target"]``) is optimised in its own direction. ``outcomes``
-    (:func:`analysis.load.load_outcomes`), when the record keeps them, make every accuracy's
+    (:func:`analysis.reading.load.load_outcomes`), when the record keeps them, make every accuracy's
     interval and comparison count the held-out items too."""
     fitted = fit_study(df, responses, outcomes)
     results, fits = fitted.results, fitted.fits

@@ -91,8 +91,8 @@ def record_finished(record: StudyRecord, parent: str, spec, plans, evaluations: 
 
 def main() -> None:
     # here, not at the top: benchmarks/commands.py loads this file for its store writer only
-    from analysis.load import load_history, load_study
-    from analysis.report import write_report
+    from analysis.reading.load import load_history, load_study
+    from analysis.report.page import write_report
     from analysis.study_analysis import analyse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

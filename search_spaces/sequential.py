@@ -273,7 +273,8 @@ def next_path(source: Path, study: str) -> Path:
 
 
 def next_spec(spec: StudySpec, step: dict[str, Any]) -> tuple[StudySpec, FixedDesign]:
-    """The study that follows ``spec``, from ``step`` (``analysis.next_study.NextStep`` as plain
+    """The study that follows ``spec``, from ``step`` (``analysis.findings.next_step.NextStep`` as
+    plain
     data: ``kind`` replicates, path, zoom or move; ``reason``, ``replicates``, ``points``,
     ``bounds``, ``fixed``), with its design built and every trial validated: the same fixed
     fields, budget (so every trial sees the same number of examples), resources, target and

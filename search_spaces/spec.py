@@ -447,7 +447,7 @@ class Target(_Strict):
 
 class Goal(_Strict):
     """One response's goal for the overall desirability (Derringer & Suich 1980;
-    ``analysis.desirability``): ``max``, ``min`` or ``target`` between ``low`` and ``high``,
+    ``analysis.stats.desirability``): ``max``, ``min`` or ``target`` between ``low`` and ``high``,
     ``weight`` the shape exponent, ``importance`` its weight in the geometric mean."""
 
     metric: str

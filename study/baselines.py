@@ -6,7 +6,8 @@ seeds for a seeded kind), the tag ``study.baselines`` (the JSON the results tabl
 read: each kind's metrics, its per-seed probe scores and what was measured) and the artifact
 ``baselines.json`` (everything, per seed), and each system's per-item outcomes (every probe's
 label for each held-out item) under ``baselines/outcomes/`` as one Parquet table per system
-(:func:`analysis.outcomes.baseline_file`: ``raw.parquet``, ``random_init-seed0.parquet`` …); the
+(:func:`analysis.reading.outcomes.baseline_file`: ``raw.parquet``, ``random_init-seed0.parquet``
+…); the
 tag and ``baselines.json`` leave the outcomes out. A resumed study finds them there and measures
 nothing (it logs the outcome files only if they are missing); a new study on the same data and
 architecture reads them from the cache (:func:`trainables.baselines.measure_baselines`).
@@ -22,8 +23,8 @@ from typing import Any
 
 from mlflow.entities import Metric, RunTag
 
-from analysis.record import BASELINES_TAG
-from analysis.units import level
+from analysis.reading.record import BASELINES_TAG
+from analysis.stats.units import level
 from search_spaces.spec import StudySpec
 from study.record import MAX_TAG
 from trainables.baselines import (
@@ -120,7 +121,7 @@ def log_outcomes(
     """Each baseline system's outcomes (``Baseline.outcomes``) as a Parquet table under
     ``baselines/outcomes/`` on the parent run (every one, replacing what is there; with
     ``only_missing``, those not there yet). Returns the file names logged."""
-    from analysis.outcomes import BASELINE_FOLDER, baseline_file
+    from analysis.reading.outcomes import BASELINE_FOLDER, baseline_file
     from study.record import write_outcome_json
 
     systems = {baseline_file(kind, seed): outcomes

@@ -230,7 +230,7 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
     """{metric: {change: smallest effect detected at 80% power}} with the planned replicates,
     from the finished study of the same name; ({}, why not) when there is none. Reads an
     embedded store only when its file exists, and a server only when named."""
-    from analysis.store import default_store, store_exists, store_problem
+    from analysis.reading.store import default_store, store_exists, store_problem
 
     spec = table.spec
     if table.adaptive:
@@ -250,10 +250,10 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
         if record.parent() is None:
             return {}, ""
         # the analysis (statsmodels, pandas: seconds) only for a study there is to plan from
-        from analysis.fits import DEFAULT_RESPONSES
-        from analysis.load import results_frame
-        from analysis.outcomes import heldout_items
-        from analysis.power import detectable_with, power_basis
+        from analysis.reading.load import results_frame
+        from analysis.reading.outcomes import heldout_items
+        from analysis.stats.fits import DEFAULT_RESPONSES
+        from analysis.stats.power import detectable_with, power_basis
         from study.export import results_table
 
         df = results_frame(results_table(record))
@@ -261,7 +261,7 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
             df = df[df["status"] == "finished"]
         out = {}
         items = heldout_items(df)
-        from analysis.aliases import alias_map
+        from analysis.stats.aliases import alias_map
 
         aliases = alias_map(df)
         for metric in (m for m in DEFAULT_RESPONSES if m in df):
@@ -279,7 +279,7 @@ def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
 
 
 def _detectable_lines(detectable: dict, why: str, table) -> list[str]:
-    from analysis.units import amount, is_accuracy
+    from analysis.stats.units import amount, is_accuracy
 
     spec = table.spec
     if not detectable:
@@ -471,7 +471,7 @@ def status(name: StudyName, tracking_uri: TrackingUri = None) -> None:
     states = {key: trial_state(run) for key, run in runs.items()}
     console = _console()
     console.print(f"study {name}: {len(runs)} trials: {count_words(list(states.values()))}")
-    from analysis.units import level  # accuracies in percent, as the headline reads them
+    from analysis.stats.units import level  # accuracies in percent, as the headline reads them
 
     rows = []
     for key, run in sorted(runs.items()):
@@ -540,7 +540,7 @@ def count_words(states: list[str]) -> str:
 @command("list")
 def list_studies(tracking_uri: TrackingUri = None) -> None:
     """List the studies a tracking store holds, one name a line."""
-    from analysis.store import recorded_studies
+    from analysis.reading.store import recorded_studies
     from study.record import check_tracking_uri, default_tracking_uri, store_exists
 
     uri = tracking_uri or default_tracking_uri()
@@ -655,7 +655,7 @@ def _finished_trials(name: str, uri: str):
     """(the record, its trials as (trial_key, run_id, status)) of study ``name`` in ``uri``
     (exit 2 saying why when none of its trials finished). Read from the runs alone: a results
     table would import pandas (pyarrow's ``pa.array`` does), a third of a second."""
-    from analysis.record import trial_status
+    from analysis.reading.record import trial_status
 
     record = _existing(name, uri)
     trials = [(key, run.info.run_id, trial_status(run))
@@ -672,8 +672,8 @@ def _stored_report(name: str, uri: str) -> str | None:
     only: nothing is fitted, drawn or written."""
     import json as _json
 
-    from analysis.power import BASIS_FILE, BASIS_VERSION, trials_fingerprint
-    from analysis.record import trial_status
+    from analysis.reading.record import trial_status
+    from analysis.stats.power import BASIS_FILE, BASIS_VERSION, trials_fingerprint
     from study.record import StudyRecord
 
     try:
@@ -705,7 +705,7 @@ def _stored_basis(record, trials: list[tuple[str, str, str]], metric: str):
     """``metric``'s planning basis as the study's last report wrote it on the parent run, when
     that report was made from exactly these ``trials`` and the run's artifacts are on this
     machine; None otherwise (the caller fits afresh). Reads only."""
-    from analysis.power import BASIS_FILE, read_basis, trials_fingerprint
+    from analysis.stats.power import BASIS_FILE, read_basis, trials_fingerprint
 
     folder = _local_folder(record.parent().info.artifact_uri)
     path = folder / "report" / BASIS_FILE if folder else None
@@ -716,8 +716,8 @@ def _stored_basis(record, trials: list[tuple[str, str, str]], metric: str):
 
 def _local_folder(uri: str | None) -> Path | None:
     """The folder an artifact URI names on this machine, else None
-    (:func:`analysis.store.local_folder`)."""
-    from analysis.store import local_folder
+    (:func:`analysis.reading.store.local_folder`)."""
+    from analysis.reading.store import local_folder
 
     return local_folder(uri)
 
@@ -726,7 +726,7 @@ def _surface_for(df, metric: str):
     """The best-supported response surface of ``metric`` with the report's block term (the run
     blocks of an augmented study, else the replicate when seeds are common), or a StudyError
     naming the metric and why."""
-    from analysis.fits import block_term, fit_best_supported, independent_trials
+    from analysis.stats.fits import block_term, fit_best_supported, independent_trials
 
     if metric not in df:
         numeric = sorted(c for c in df.columns if "/" in c and df[c].dtype.kind == "f")
@@ -784,8 +784,8 @@ def power(
     """Say how many replicates per point would detect an effect of size EFFECT on METRIC.
 
     The answer comes from the finished study's own error, for the same design replicated."""
-    from analysis.power import MAX_REPLICATES, power_basis, replicates_for
-    from analysis.units import amount, from_typed, is_accuracy
+    from analysis.stats.power import MAX_REPLICATES, power_basis, replicates_for
+    from analysis.stats.units import amount, from_typed, is_accuracy
     from study.record import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
@@ -795,9 +795,9 @@ def power(
             raise StudyError(f"--power {power_} and --alpha {alpha} must lie in (0, 1)")
         basis = _stored_basis(record, trials, metric)
         if basis is None:  # no report written for these trials: fit them here
-            from analysis.aliases import alias_map
-            from analysis.load import results_frame
-            from analysis.outcomes import heldout_items
+            from analysis.reading.load import results_frame
+            from analysis.reading.outcomes import heldout_items
+            from analysis.stats.aliases import alias_map
             from study.export import results_table
 
             df = results_frame(results_table(record))

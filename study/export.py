@@ -7,7 +7,7 @@ logged, e.g. ``z/align``), ``wall_s``, ``examples_seen``, ``steps``. The file's 
 the per-trial resources (JSON), the study's self-checks (JSON, e.g. the InfoNCE worked example)
 and ``json_columns`` (list-valued fields such as ``mlp_hidden``, stored as JSON text).
 
-Reading the record is ``analysis.record``'s job (every value comes back exactly as written);
+Reading the record is ``analysis.reading.record``'s job (every value comes back exactly as written);
 this module writes the file.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis.record import SCHEMA_VERSION
-from analysis.record import results_table as _results_table
+from analysis.reading.record import SCHEMA_VERSION
+from analysis.reading.record import results_table as _results_table
 from study.record import StudyRecord
 from study.storage import open_storage
 

@@ -142,7 +142,7 @@ class TrackingLease:
             self.uri.removeprefix("sqlite:///")
         ):
             return None
-        from analysis.record import find_experiment
+        from analysis.reading.record import find_experiment
 
         experiment = find_experiment(self._client(), self.study)
         return None if experiment is None else experiment.experiment_id

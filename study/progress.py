@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from analysis.units import level  # an accuracy in percent, as the headline reads it
+from analysis.stats.units import level  # an accuracy in percent, as the headline reads it
 
 
 @dataclass

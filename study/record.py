@@ -38,7 +38,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from analysis.record import (
+from analysis.reading.record import (
     BLOCK_TAG,
     CONFIRMS_TAG,
     GOALS_TAG,
@@ -53,8 +53,8 @@ from analysis.record import (
     find_experiment,
     study_runs,
 )
-from analysis.sqlite_reader import DELETED_ONLY
-from analysis.store import (
+from analysis.reading.sqlite_reader import DELETED_ONLY
+from analysis.reading.store import (
     default_store,
     read_client,
     store_exists,
@@ -83,7 +83,7 @@ MLFLOW_RUN_NOTE = "mlflow.note.content"
 def _bind_mlflow() -> None:
     """Import MLflow's client and entities into this module's names. Importing MLflow takes
     seconds and a command that only reads an embedded store reads it without MLflow
-    (analysis.sqlite_reader), so what writes, or reads a server, binds them first."""
+    (analysis.reading.sqlite_reader), so what writes, or reads a server, binds them first."""
     global Dataset, DatasetInput, InputTag, Metric, Param, RunTag, MlflowException, MlflowClient
     from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag
     from mlflow.exceptions import MlflowException
@@ -102,7 +102,7 @@ EVIDENCE_ARTIFACTS = "evidence"
 EVIDENCE_TABLES = ("per_class", "per_group", "shift", "source_return")
 SOURCE_RETURN_PNG = "source_return.png"
 # the per-item outcomes (evidence["outcomes"]) as one Parquet table, there:
-# analysis.outcomes.TRIAL_ARTIFACT (imported where written: it loads pandas)
+# analysis.reading.outcomes.TRIAL_ARTIFACT (imported where written: it loads pandas)
 OUTCOMES_KEY, OUTCOMES_FILE = "outcomes", "outcomes.parquet"
 MAX_PARAM, MAX_TAG = 6000, 8000  # MLflow's limits on a param's and a tag's value
 METRIC_PREFIXES = ("train/", "z/", "h/", "sim/", "probe/", "loss/", "time/", "trial/", "shift/")
@@ -121,7 +121,7 @@ SUMMARY_PREFIX = "study/"
 
 def default_tracking_uri(workdir: str | Path | None = None) -> str:
     """The store used when none is named, the one the notebook and ``analysis.load_study``
-    read (:func:`analysis.load.default_store`): MLFLOW_TRACKING_URI, else the nearest
+    read (:func:`analysis.reading.load.default_store`): MLFLOW_TRACKING_URI, else the nearest
     ``mlflow.db`` at or above the working folder, else a new one in the working folder."""
     return default_store(workdir)
 
@@ -462,7 +462,7 @@ def evidence_files(evidence: dict[str, Any], folder: Path) -> list[Path]:
     and the outcomes), one CSV per table (``per_class``, ``per_group``, ``shift``,
     ``source_return``; empty ones skipped), ``source_return.png`` (the panel, when the data are
     images) and ``outcomes.parquet`` (every probe's label for each held-out item,
-    :func:`analysis.outcomes.write_outcomes`). Returns the files written; none for an empty
+    :func:`analysis.reading.outcomes.write_outcomes`). Returns the files written; none for an empty
     evidence."""
     if not evidence:
         return []
@@ -491,7 +491,7 @@ def evidence_files(evidence: dict[str, Any], folder: Path) -> list[Path]:
 
 def write_outcome_json(path: Path, outcomes: dict[str, Any]) -> Path:
     """One system's outcomes (:func:`trainables.outcomes.outcome_json`) as its Parquet table."""
-    from analysis.outcomes import write_outcomes
+    from analysis.reading.outcomes import write_outcomes
 
     return write_outcomes(path, outcomes["item"], outcomes["label"], outcomes["predictions"])
 
@@ -541,7 +541,7 @@ class StudyRecord:
         """The record of a study the store already holds, opened without writing anything (no
         store file, no experiment is created). Raises LookupError saying what the store holds
         (:func:`unknown_study`) when it has no such study. ``read_only``: it reads through the
-        cheapest client (:func:`analysis.store.read_client`: an embedded store without
+        cheapest client (:func:`analysis.reading.store.read_client`: an embedded store without
         MLflow) and cannot write, as a command that only reads wants."""
         if not store_exists(tracking_uri):
             raise LookupError(unknown_study(tracking_uri, study))
@@ -644,7 +644,7 @@ class StudyRecord:
 
     def record_aims(self, spec: StudySpec, parent_id: str) -> None:
         """The study file's goals, its design's objectives and the study it confirms, as the
-        parent run's tags (``analysis.record`` reads them back)."""
+        parent run's tags (``analysis.reading.record`` reads them back)."""
         goals = [g.model_dump(mode="json") for g in spec.goals]
         self.client.set_tag(parent_id, GOALS_TAG, json.dumps(goals, sort_keys=True))
         objectives = [o.model_dump(mode="json") for o in spec.design.objectives or ()]
@@ -678,10 +678,10 @@ class StudyRecord:
         ``study.target_mode``. Step: the number of finished trials (a value already logged
         there is not logged again: see ``_summary_step``). ``outcomes``: the study's per-item
         outcomes (the interval then counts the held-out items too, as the report's does).
-        Returns the :class:`analysis.best.BestPoint`, or None when nothing finished with a
+        Returns the :class:`analysis.stats.best.BestPoint`, or None when nothing finished with a
         value.
         """
-        from analysis.best import best_point, finished_trials
+        from analysis.stats.best import best_point, finished_trials
 
         stamp = int(time.time() * 1000)
         finished = len(finished_trials(df))

@@ -9,9 +9,9 @@ from typing import Any
 import pandas as pd
 from mlflow.exceptions import MlflowException
 
-from analysis.headline import Headline
-from analysis.load import load_history, read_results, results_frame
-from analysis.report import write_report
+from analysis.findings.headline import Headline
+from analysis.reading.load import load_history, read_results, results_frame
+from analysis.report.page import write_report
 from analysis.study_analysis import analyse
 from study.export import results_table
 from study.mlflow_views import point_to_report
@@ -35,7 +35,7 @@ def make_report(
     under ``report/``, the parent's description becomes the findings (:func:`parent_note`) and
     the experiment's description points at the report (and at ``stored_as``, where the report
     is kept once written: the study's storage; the folder itself when None). ``figures=False``
-    writes it without its figures (:func:`analysis.report.write_report`). Returns (the JSON
+    writes it without its figures (:func:`analysis.report.page.write_report`). Returns (the JSON
     summary, the folder). ``results`` may be a path or a URI pyarrow reads.
     """
     # A results file, when given, is the table (the study just wrote it, or the user has it);
@@ -67,12 +67,13 @@ def make_report(
 
 
 def study_outcomes(record: StudyRecord | None, tracking_uri: str):
-    """The study's per-item outcomes from its record (:func:`analysis.load.load_outcomes`), or
+    """The study's per-item outcomes from its record (:func:`analysis.reading.load.load_outcomes`),
+    or
     None without a record; a record older than the outcomes gives an empty set (the analysis
     then counts the seeds alone, and says so)."""
     if record is None:
         return None
-    from analysis.load import load_outcomes
+    from analysis.reading.load import load_outcomes
 
     try:
         return load_outcomes(record.study, tracking_uri)
@@ -82,16 +83,16 @@ def study_outcomes(record: StudyRecord | None, tracking_uri: str):
 
 def _write_power_bases(analysis, df: pd.DataFrame, folder: Path) -> None:
     """Every fitted response's planning basis beside the report, tied to the trials it was
-    fitted on, so that ``study power`` answers without fitting again (analysis.power)."""
-    from analysis.power import trials_fingerprint, write_bases
+    fitted on, so that ``study power`` answers without fitting again (analysis.stats.power)."""
+    from analysis.stats.power import trials_fingerprint, write_bases
 
     if not {"trial_key", "run_id", "status"} <= set(df.columns):
         return  # a results file from before run ids were exported: power fits afresh
-    from analysis.outcomes import heldout_items
+    from analysis.reading.outcomes import heldout_items
 
     rows = list(zip(df["trial_key"], df["run_id"], df["status"], strict=True))
     surfaces = {r: f.surface for r, f in analysis.fits.items()}
-    from analysis.aliases import alias_map
+    from analysis.stats.aliases import alias_map
 
     write_bases(surfaces, trials_fingerprint(rows), folder, heldout_items(df, analysis.outcomes),
                 alias_map(df))  # fmt: skip
@@ -102,7 +103,7 @@ def source_return(record: StudyRecord, df, folder: Path) -> dict[str, tuple[Path
     first finished replicate of each (``evidence/source_return.png`` and ``.csv``), downloaded
     under ``folder``: label -> (the panel, its table as a DataFrame or None). Empty when the
     record holds none (vector data have no panel; studies recorded before it have neither)."""
-    from analysis.best import best_point, target_of
+    from analysis.stats.best import best_point, target_of
 
     target = target_of(df)
     flipped = "min" if target["mode"] == "max" else "max"

@@ -864,7 +864,7 @@ def _print_ending(
     spec: StudySpec,
 ) -> None:  # fmt: skip
     """What ``study run`` says last: the findings (at most six lines: the headline of the
-    report, ``analysis.headline``), then where everything is."""
+    report, ``analysis.findings.headline``), then where everything is."""
     for line in findings or [f"study {spec.study}: {outcome.counts}"]:
         print(line)
     if findings is not None:
@@ -984,7 +984,7 @@ def _load_report_modules(figures: bool = True) -> None:
     import study.reporting  # noqa: F401
 
     if figures:
-        import analysis.plots  # noqa: F401
+        import analysis.report.plots  # noqa: F401
 
 
 def _export_and_report(
@@ -1016,7 +1016,7 @@ def _store(study: Storage, local: Path, name: str) -> None:
 def _summarise(record: StudyRecord, parent_id: str, results: Path, spec: StudySpec) -> None:
     """The parent run's summary metrics (trials finished, the best point's mean and interval)
     from the results table just exported; a failure here never loses the record."""
-    from analysis.load import read_results
+    from analysis.reading.load import read_results
     from study.reporting import study_outcomes
 
     try:

@@ -1,6 +1,6 @@
 """``study augment``: a finished two-level factorial study becomes a central composite; ``study
 next``: a finished study's next study file, from what its target's fit says
-(:mod:`analysis.next_study`).
+(:mod:`analysis.findings.next_step`).
 
 Everything is checked before anything is written, and nothing is recorded here: the study file
 (a two-level factorial with a numeric factor), the new design (every axial and centre point a
@@ -134,13 +134,14 @@ def next_study(
     source: str | Path, *, tracking_uri: str, out: Path | None = None, confirm: bool = False
 ) -> Next:
     """``study next``: read the finished study, take its next step (the one its analysis
-    decided, :func:`analysis.next_study.next_step`, which the headline's "Next:" line says too;
+    decided, :func:`analysis.findings.next_step.next_step`, which the headline's "Next:" line says
+    too;
     with ``confirm``, the confirmation study of its selected point,
-    :func:`analysis.next_study.confirm_step`) and write that study file beside
+    :func:`analysis.findings.next_step.confirm_step`) and write that study file beside
     the old one (a central composite through ``study augment``'s own writer); nothing is
     recorded. Every follow-up's seeds start past the finished study's."""
-    from analysis.load import load_study
-    from analysis.next_study import confirm_step
+    from analysis.findings.next_step import confirm_step
+    from analysis.reading.load import load_study
     from analysis.study_analysis import analyse
     from study.reporting import study_outcomes
 

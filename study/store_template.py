@@ -7,7 +7,8 @@ experiment, whose artifact location and times depend on where and when it was bu
 first store built for an MLflow version and schema is kept as a template
 (``$CONTRASTIVE_STORE_CACHE``, else ``~/.cache/contrastive-studies/mlflow``), and the next is a
 copy of it whose Default experiment is written as MLflow would write it here and now. A template
-that is not a whole store of this MLflow's schema (``analysis.store.store_problem``) is never
+that is not a whole store of this MLflow's schema (``analysis.reading.store.store_problem``) is
+never
 used: MLflow then builds the store, and the template anew.
 """
 
@@ -20,7 +21,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from analysis.store import mlflow_schema_head, store_problem
+from analysis.reading.store import mlflow_schema_head, store_problem
 
 
 def template_path() -> Path:

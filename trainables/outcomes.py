@@ -3,7 +3,7 @@ predicted for each held-out item, kept as plain JSON-able lists.
 
 A trial's result carries them as ``evidence["outcomes"]``; a baseline as
 ``Baseline.outcomes``. The driver writes them as one compact Parquet table per system
-(``analysis.outcomes``), from which each recorded ``probe/*_top1_*`` metric is recomputed
+(``analysis.reading.outcomes``), from which each recorded ``probe/*_top1_*`` metric is recomputed
 exactly: the share of items whose prediction equals the label.
 """
 

@@ -17,7 +17,7 @@ import pytest
 from recordkit import NAME, record_study
 
 from analysis import analyse, fit_response_surface, load_study, write_report
-from analysis.fits import model_order
+from analysis.stats.fits import model_order
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -10,7 +10,7 @@ import math
 
 import pandas as pd
 
-from analysis.evidence.gate import GATE_ITEMS, GateItem, release_gate
+from analysis.report.evidence.gate import GATE_ITEMS, GateItem, release_gate
 
 NAN = math.nan
 # point, replicate, temperature, batch_size, knn h, knn z, linear h, linear z, fnr, wall_s

@@ -104,8 +104,8 @@ def test_the_check_finds_every_form_of_upward_import():
         "(trainables may not import search_spaces)",
         "trainables/sub/mod.py:7: imports study.runner (trainables may not import study)",
     ]
-    # A relative import resolves against the file's own package: analysis/plots/_x.py's
-    # "from .. import report" is analysis.report, allowed; study may import anything.
+    # A relative import resolves against the file's own package: analysis/report/plots/_x.py's
+    # "from .. import report" is analysis.report.page, allowed; study may import anything.
     assert upward_imports("from .. import report\n", ROOT / "analysis" / "plots" / "_x.py") == []
     assert upward_imports("import analysis, search_spaces\n", ROOT / "study" / "x.py") == []
     assert upward_imports("import trainables.config\n", ROOT / "analysis" / "x.py") == []

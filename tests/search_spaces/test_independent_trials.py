@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 from resultskit import RESPONSE, planted
 
-from analysis.fits import independent_trials
+from analysis.stats.fits import independent_trials
 from analysis.study_analysis import analyse
 from search_spaces.designs import PastTrial, build_design
 from search_spaces.spec import load_spec, parse_spec

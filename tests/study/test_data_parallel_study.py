@@ -25,7 +25,7 @@ from studykit import (
     write_spec,
 )
 
-from analysis.evidence.gate import release_gate
+from analysis.report.evidence.gate import release_gate
 from search_spaces.designs import batch_sizes_matching, build_design
 from search_spaces.spec import StudyError, parse_spec
 from study.runner import DIGITS_MODULES, TRIAL_MODULES, _preloaded, check_resources

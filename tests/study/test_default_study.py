@@ -296,8 +296,8 @@ def test_the_default_studys_claims_are_no_finer_than_its_held_out_items(default_
 
     import numpy as np
 
-    from analysis.load import load_outcomes, load_study
-    from analysis.measurement import mcnemar_exact, two_source_interval
+    from analysis.reading.load import load_outcomes, load_study
+    from analysis.stats.measurement import mcnemar_exact, two_source_interval
 
     folder, stdout, _ = default_study
     summary = json.loads((folder / "studies" / NAME / "report" / "report.json").read_text())

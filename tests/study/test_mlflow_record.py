@@ -403,7 +403,7 @@ READ = """
 import sys, time
 from pathlib import Path
 from mlflow.tracking import MlflowClient
-from analysis.load import store_exists
+from analysis.reading.load import store_exists
 go, uri = Path(sys.argv[1]), sys.argv[2]
 while not go.exists():
     time.sleep(0.005)

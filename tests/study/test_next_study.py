@@ -221,7 +221,7 @@ def test_after_a_path_a_factorial_is_centred_on_the_best_point_along_it(tmp_path
 
 
 def _recorded_pairs(uri: str, name: str) -> set[tuple]:
-    from analysis.load import load_study
+    from analysis.reading.load import load_study
 
     df = load_study(name, uri)
     return {(float(t), int(b), int(s)) for t, b, s in
@@ -273,7 +273,7 @@ def test_a_confirmation_studys_record_says_whether_the_chosen_point_held(tmp_pat
     the parent run to the results' attrs, and the headline opens with the verdict."""
     from recordkit import record_study
 
-    from analysis.load import load_study
+    from analysis.reading.load import load_study
     from analysis.study_analysis import analyse
 
     file, uri = recorded(tmp_path, "planted-plane", plane)

@@ -122,7 +122,7 @@ def test_a_file_rewritten_while_another_process_reads_it_is_never_seen_in_part(
 _READER = """
 import sys
 from pathlib import Path
-from analysis.load import read_table
+from analysis.reading.load import read_table
 from study.storage import open_storage
 storage, name = open_storage(sys.argv[1]), sys.argv[2]
 stop = Path(sys.argv[1]) / "stop"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from studykit import child_runs, parent_runs, write_spec
 
-from analysis.load import load_outcomes, load_study
-from analysis.outcomes import BASELINE_FOLDER, TRIAL_ARTIFACT
+from analysis.reading.load import load_outcomes, load_study
+from analysis.reading.outcomes import BASELINE_FOLDER, TRIAL_ARTIFACT
 from study.record import EVIDENCE_ARTIFACTS, OUTCOMES_FILE
 from study.runner import run_study
 
@@ -85,7 +85,7 @@ def test_every_trial_and_baseline_keeps_its_outcomes_and_they_make_its_metrics(
         "raw.parquet", "random_init-seed0.parquet", "random_init-seed1.parquet"}  # fmt: skip
 
     # read through MLflow's artifact repository (as from S3 or a server): the same outcomes
-    import analysis.load
+    import analysis.reading.load
 
     monkeypatch.setattr(analysis.load, "_local_folder", lambda uri: None)
     downloaded = load_outcomes(NAME, uri, run_ids=list(finished["run_id"])[::-1])

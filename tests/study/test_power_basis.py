@@ -1,5 +1,5 @@
 """``study power`` answers from the planning basis the study's report left on its parent run
-(analysis.power): the same answer a fit gives, without statsmodels, pandas or MLflow, and only
+(analysis.stats.power): the same answer a fit gives, without statsmodels, pandas or MLflow, and only
 while the record holds exactly the trials the report was made from."""
 
 from __future__ import annotations

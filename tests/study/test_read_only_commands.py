@@ -55,7 +55,7 @@ def test_plan_with_a_store_present_creates_no_experiment(workdir):
 
 
 def test_loading_from_a_store_that_is_not_there_creates_none(workdir):
-    from analysis.load import load_history, load_study
+    from analysis.reading.load import load_history, load_study
 
     for load in (load_study, load_history):
         with pytest.raises(LookupError, match="there is no MLflow store at sqlite:///"):
@@ -80,7 +80,7 @@ def test_reading_an_empty_store_file_leaves_it_empty(workdir, argv):
 )  # fmt: skip
 def test_status_list_and_plan_read_an_embedded_store_without_importing_mlflow(workdir, argv):
     """The commands that answer within a second (benchmarks/commands.py) read the embedded
-    store through analysis.sqlite_reader: importing MLflow alone takes seconds."""
+    store through analysis.reading.sqlite_reader: importing MLflow alone takes seconds."""
     import subprocess
     import sys
     from pathlib import Path
@@ -96,7 +96,7 @@ def test_status_list_and_plan_read_an_embedded_store_without_importing_mlflow(wo
 
 def test_a_recorded_study_file_is_checked_against_the_record_without_importing_mlflow(workdir):
     """check_store compares a study file with the one the study first ran (study run's
-    preflight, study augment): it reads through analysis.sqlite_reader, and MLflow is only
+    preflight, study augment): it reads through analysis.reading.sqlite_reader, and MLflow is only
     imported to show the difference of a file that changed."""
     import subprocess
     import sys

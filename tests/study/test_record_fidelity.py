@@ -17,8 +17,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from studykit import child_runs, parent_runs, stop_group, wait_healthy, write_spec
 
-from analysis.load import load_study, read_results
-from analysis.record import TRIAL_CONFIG_TAG, results_table
+from analysis.reading.load import load_study, read_results
+from analysis.reading.record import TRIAL_CONFIG_TAG, results_table
 from search_spaces.designs import build_design
 from search_spaces.spec import StudyError, parse_spec
 from study.commands import shell_command, ui_command

@@ -17,7 +17,7 @@ from s3kit import s3_server  # noqa: F401
 from studykit import store_with
 from typer.testing import CliRunner
 
-from analysis.record import rows_table
+from analysis.reading.record import rows_table
 from search_spaces.spec import StudyError, load_spec, parse_spec
 from study.cli import app
 
@@ -158,7 +158,7 @@ def test_a_tracking_uri_that_is_no_store_of_this_mlflow_is_refused_naming_it(
 def test_a_notebook_reading_a_file_that_is_no_store_is_told_why_and_it_stays_as_it_was(
     workdir, not_stores
 ):
-    from analysis.load import load_history, load_study, recorded_studies
+    from analysis.reading.load import load_history, load_study, recorded_studies
 
     for store, path in not_stores.items():
         before = path.read_bytes()

@@ -14,8 +14,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from recordkit import record_study
 
-from analysis.load import load_study
-from analysis.record import STUDY_TAG
+from analysis.reading.load import load_study
+from analysis.reading.record import STUDY_TAG
 
 STUDY = str(Path(sys.executable).with_name("study"))
 

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 from recordkit import NAME, record_study
 
-from analysis.headline import Headline
-from analysis.load import read_results
+from analysis.findings.headline import Headline
+from analysis.reading.load import read_results
 from analysis.study_analysis import analyse
 from search_spaces.spec import Goal
 from study.export import export_parquet
@@ -157,7 +157,8 @@ def test_a_report_without_figures_loads_no_figure_package(recorded, tmp_path):
             "from study.reporting import make_report; "
             f"make_report(StudyRecord.existing({recorded!r}, {NAME!r}), None, {str(tmp_path)!r}, "
             f"tracking_uri={recorded!r}, figures=False); "
-            "print('matplotlib' in sys.modules, 'analysis.plots' in sys.modules)")  # fmt: skip
+            "print('matplotlib' in sys.modules, 'analysis.report.plots' in "
+            "sys.modules)")  # fmt: skip
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert done.stdout.split() == ["False", "False"], done.stderr[-2000:]

@@ -85,7 +85,7 @@ def test_default_smoke_study_records_everything_once(workdir, shared_ray):
 def _assert_baselines_on_the_parent(uri: str, name: str, parent, results) -> None:
     """The default baselines, measured once: metrics on the parent named after the trials'
     (the raw input under the _h names only), the same values in the results table's metadata."""
-    from analysis.load import read_results
+    from analysis.reading.load import read_results
 
     metrics = parent.data.metrics
     for name_ in ("probe/knn_top1_h", "probe/linear_top1_h"):
@@ -161,7 +161,7 @@ def test_more_replicates_of_a_finished_study_run_as_a_new_block_on_fresh_seeds(w
     recorded trials are kept, the new replicates run on fresh seeds under a parent of their own
     (block 2), no (point, seed) pair runs twice, and the analysis uses every replicate. Raising
     it with another change is still refused."""
-    from analysis.load import load_study
+    from analysis.reading.load import load_study
 
     uri = sqlite_uri(workdir)
     spec = write_spec(workdir / "s.yaml", "grows",

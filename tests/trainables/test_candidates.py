@@ -78,7 +78,7 @@ def test_the_card_says_the_candidates_per_batch_not_the_workers():
     """The default study's card said 'B = 64: 1; B = 256: 1' (the workers column)."""
     from resultskit import frame
 
-    from analysis.evidence.card import evidence_card
+    from analysis.report.evidence.card import evidence_card
 
     text = evidence_card(frame()).to_markdown()
     assert "Candidates per anchor: B = 64: 126; B = 256: 510." in text

@@ -1,0 +1,196 @@
+"""Where a study's record is and whether it can be read: the default store, whether an embedded
+store exists, what is wrong with a file named as one (without writing to it or importing
+MLflow), the studies a store holds, and what to say when a name is not among them. Light on
+purpose: the commands that only read import this, not pandas or MLflow.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import shlex
+import sqlite3
+import sys
+from pathlib import Path
+
+from analysis.reading.sqlite_reader import ACTIVE_ONLY, SQLiteReader
+
+STORE_FILE = "mlflow.db"
+
+
+# What ends the upward search for a store: the root of the project the folder lies in.
+PROJECT_ROOT_MARKERS = ("pyproject.toml", ".git")
+
+
+def default_store(workdir: str | Path | None = None) -> str:
+    """The MLflow store used when none is named, by the CLI and by every reader here:
+    ``MLFLOW_TRACKING_URI`` when it is set; else the ``mlflow.db`` of ``workdir`` (the working
+    folder) or of the nearest folder above it that has one, up to the enclosing project's root
+    (a folder with ``pyproject.toml`` or ``.git``), so a notebook opened in ``analysis/notebooks``
+    reads the repository's store and a stray ``mlflow.db`` above the project is never picked up;
+    else ``workdir/mlflow.db``, which need not exist (reading it raises LookupError naming it;
+    ``study run`` creates it)."""
+    named = os.environ.get("MLFLOW_TRACKING_URI", "").strip()
+    if named:
+        return named
+    here = Path(workdir or os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / STORE_FILE).is_file():
+            return f"sqlite:///{folder / STORE_FILE}"
+        if any((folder / marker).exists() for marker in PROJECT_ROOT_MARKERS):
+            break
+    return f"sqlite:///{here / STORE_FILE}"
+
+
+def store_exists(uri: str) -> bool:
+    """False for an embedded store whose file is not there yet, or is empty (an empty SQLite file
+    holds nothing, and MLflow would write its tables into it on opening); servers always exist."""
+    if uri.startswith("sqlite:///"):
+        path = Path(uri.removeprefix("sqlite:///"))
+        return path.is_file() and path.stat().st_size > 0
+    return True
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def store_problem(uri: str) -> str | None:
+    """Why an embedded store's file cannot be opened as this MLflow's store, in words; None when
+    it can, when it is absent or empty (a new store), and for a server. Read without writing:
+    MLflow would write its tables into an SQLite file of something else (an Optuna storage, say)
+    even to read it, and stops with a traceback on another MLflow version's schema."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = Path(uri.removeprefix("sqlite:///"))
+    if path.is_dir():
+        inside = f"sqlite:///{path / 'mlflow.db'}"
+        return f"{str(path)!r} is a folder; name the store's file in it, e.g. {inside}"
+    if not store_exists(uri):
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as err:
+        return f"cannot read {str(path)!r} ({err})"
+    if head != SQLITE_HEADER:
+        return (f"{str(path)!r} is not an SQLite database (it starts {head!r}); name an MLflow "
+                "store's file, or a new file's, which the study will create")  # fmt: skip
+    return _schema_problem(path)
+
+
+def _schema_problem(path: Path) -> str | None:
+    read_only = f"{path.resolve().as_uri()}?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(read_only, uri=True)) as db:
+            listed = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            tables = {row[0] for row in listed if not row[0].startswith("sqlite_")}
+            found = None
+            if "alembic_version" in tables:
+                found = db.execute("SELECT version_num FROM alembic_version").fetchone()
+    except sqlite3.Error as err:
+        return f"cannot read {str(path)!r} ({err})"
+    if not {"experiments", "runs", "alembic_version"} <= tables:
+        some = ", ".join(sorted(tables)[:6]) or "none"
+        return (f"{str(path)!r} is an SQLite database but not an MLflow store (its tables: "
+                f"{some}); name an MLflow store's file, or a new file's, which the study will "
+                "create")  # fmt: skip
+    expected, version = mlflow_schema_head(), found[0] if found else None
+    if version == expected:
+        return None
+    from importlib.metadata import version as installed
+
+    here = Path(sys.executable).with_name("mlflow")  # this environment's, as the CLI names it
+    tool = str(here) if here.is_file() else "mlflow"
+    upgrade = f"{shlex.quote(tool)} db upgrade {shlex.quote(f'sqlite:///{path}')}"
+    return (f"the store's schema is version {version}, and MLflow {installed('mlflow')} here "
+            f"reads {expected}: it was written by another MLflow. Back it up, then upgrade it "
+            f"({upgrade}), or use the MLflow that wrote it")  # fmt: skip
+
+
+@functools.cache
+def mlflow_schema_head() -> str:
+    """The schema revision the installed MLflow reads and writes, read from its migration
+    scripts without importing MLflow (2–4 s): the one revision no other revises. MLflow's own
+    answer when the scripts do not name exactly one."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mlflow")
+    versions = Path(spec.origin).parent / "store" / "db_migrations" / "versions"
+    revisions, revised = set(), set()
+    pattern = re.compile(r'^(down_revision|revision)\s*=\s*"([0-9a-f]+)"', re.M)
+    for script in versions.glob("*.py"):
+        for kind, revision in pattern.findall(script.read_text()):
+            (revisions if kind == "revision" else revised).add(revision)
+    heads = revisions - revised
+    if len(heads) == 1:
+        return heads.pop()
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    return _get_latest_schema_revision()
+
+
+def recorded_studies(uri: str) -> list[str]:
+    """The names of the studies a store holds (active experiments with a parent run), read
+    without writing: an embedded store that does not exist holds none."""
+    from analysis.reading.record import (  # brings pyarrow: only when a store is read
+        PARENT,
+        study_runs,
+    )
+
+    if not store_exists(uri):
+        return []
+    client = read_client(uri)  # a file that is no store of this MLflow: ValueError
+    names = []
+    for experiment in client.search_experiments(view_type=ACTIVE_ONLY):
+        if study_runs(client, experiment.experiment_id, PARENT):
+            names.append(experiment.name)
+    return sorted(names)
+
+
+def unknown_study(uri: str, study: str) -> str:
+    """Why ``study`` cannot be read from ``uri``, and what is there instead: no store at all,
+    or the studies it does hold (the closest first, as a 'did you mean')."""
+    if not store_exists(uri):
+        return (f"no study named {study!r}: there is no MLflow store at {uri} (nothing was "
+                "created); run the study first, or name the store it was recorded in (the CLI's "
+                "--tracking-uri, the notebook's TRACKING_URI, or MLFLOW_TRACKING_URI)")  # fmt: skip
+    held = recorded_studies(uri)
+    if not held:
+        return f"no study named {study!r} in {uri}: it holds no study"
+    from trainables.names import MAX_SHOWN, did_you_mean  # the CLI's one 'did you mean'
+
+    hint = did_you_mean(study, held)
+    if len(held) <= MAX_SHOWN:
+        return f"no study named {study!r} in {uri}{hint} It holds: {', '.join(held)}"
+    return (f"no study named {study!r} in {uri}{hint} It holds {len(held)} studies; list them "
+            f"with: study list --tracking-uri {uri}")  # fmt: skip
+
+
+def local_folder(uri: str | None) -> Path | None:
+    """The folder an artifact URI names on this machine (a path, or ``file:`` on this host),
+    else None (a bucket, a tracking server's proxy, another host, a relative path)."""
+    from urllib.parse import unquote, urlparse
+
+    if not uri:
+        return None
+    parsed = urlparse(uri)
+    if parsed.scheme == "file" and parsed.netloc in ("", "localhost"):
+        return Path(unquote(parsed.path))
+    return Path(uri) if not parsed.scheme and Path(uri).is_absolute() else None
+
+
+def read_client(uri: str):
+    """The cheapest client that reads ``uri``: :class:`SQLiteReader` for an embedded store this
+    MLflow reads (no MLflow import), else ``MlflowClient``. A file that is no store this MLflow
+    reads is a ValueError saying why (:func:`store_problem`): MLflow's client
+    would write its tables into it, or stop with a traceback."""
+    if problem := store_problem(uri):
+        raise ValueError(f"tracking store {uri}: {problem}")
+    if uri.startswith("sqlite:///") and store_exists(uri):
+        with contextlib.suppress(sqlite3.Error):
+            return SQLiteReader(uri)
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(uri)
