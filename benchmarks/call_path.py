@@ -10,7 +10,7 @@ thread) watching every call and return. Only frames in the project's packages (s
 trainables/, search_spaces/, analysis/) count, and nothing a module runs while it is imported.
 A *stay* is a contiguous run of events whose innermost project frame is in one file; the path is
 the sequence of stays. Ray is not started (``ray.init`` and ``ray.shutdown`` do nothing,
-``ray.cluster_resources`` is this machine's CPUs) and the
+``ray.cluster_resources`` is this machine's CPUs, the runtime context names one node) and the
 ``Tuner`` refuses to be built, which ends the measurement: Tune's own launch is not the
 project's path.
 
@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -121,6 +122,8 @@ def main() -> None:
     ray.is_initialized = lambda: False
     ray.shutdown = lambda *_, **__: None
     ray.cluster_resources = lambda: {"CPU": float(os.cpu_count() or 1), "GPU": 0.0}
+    # the driver notes which node its local Ray started on: one node, named here
+    ray.get_runtime_context = lambda: SimpleNamespace(get_node_id=lambda: "call-path-node")
     tune.Tuner = refuse
 
     from study.cli import main as study_main

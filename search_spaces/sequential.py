@@ -68,15 +68,6 @@ def augment_spec(
     return new, build_design(new)
 
 
-def parent_run_name(spec: StudySpec) -> str:
-    """The name of the parent run a study file opens: the study's own, and for the block that
-    ``study augment`` adds, ``<study> · block 2 (axial and centre points)``, so the MLflow UI
-    tells the two parent runs of one study apart."""
-    if spec.design.augments is None:
-        return spec.study
-    return f"{spec.study} · block 2 (axial and centre points)"
-
-
 def augmented_path(source: Path) -> Path:
     """Where the augmented study file goes: beside the factorial's, ``<stem>-ccd.yaml``."""
     return source.with_name(f"{source.stem}-ccd.yaml")

@@ -121,8 +121,7 @@ def log_outcomes(
     """Each baseline system's outcomes (``Baseline.outcomes``) as a Parquet table under
     ``baselines/outcomes/`` on the parent run (every one, replacing what is there; with
     ``only_missing``, those not there yet). Returns the file names logged."""
-    from analysis.reading.outcomes import BASELINE_FOLDER, baseline_file
-    from study.record import write_outcome_json
+    from analysis.reading.outcomes import BASELINE_FOLDER, baseline_file, write_outcome_json
 
     systems = {baseline_file(kind, seed): outcomes
                for kind, baseline in found.items()

@@ -38,6 +38,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from analysis.reading.outcomes import write_outcome_json
 from analysis.reading.record import (
     BLOCK_TAG,
     CONFIRMS_TAG,
@@ -62,7 +63,6 @@ from analysis.reading.store import (
     unknown_study,
 )
 from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
-from search_spaces.sequential import parent_run_name
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
 from study import CHECKS_KEY, EVIDENCE_KEY
 from study.commands import mlflow_command
@@ -487,13 +487,6 @@ def evidence_files(evidence: dict[str, Any], folder: Path) -> list[Path]:
         (folder / SOURCE_RETURN_PNG).write_bytes(base64.b64decode(png))
         written.append(folder / SOURCE_RETURN_PNG)
     return written
-
-
-def write_outcome_json(path: Path, outcomes: dict[str, Any]) -> Path:
-    """One system's outcomes (:func:`trainables.outcomes.outcome_json`) as its Parquet table."""
-    from analysis.reading.outcomes import write_outcomes
-
-    return write_outcomes(path, outcomes["item"], outcomes["label"], outcomes["predictions"])
 
 
 def _create_experiment(client, study: str, location: str | None) -> str:
@@ -922,3 +915,12 @@ class StudyRecord:
 __all__ = [
     "StudyRecord", "check_store", "check_tracking_uri", "default_tracking_uri",
 ]  # fmt: skip
+
+
+def parent_run_name(spec: StudySpec) -> str:
+    """The name of the parent run a study file opens: the study's own, and for the block that
+    ``study augment`` adds, ``<study> · block 2 (axial and centre points)``, so the MLflow UI
+    tells the two parent runs of one study apart."""
+    if spec.design.augments is None:
+        return spec.study
+    return f"{spec.study} · block 2 (axial and centre points)"

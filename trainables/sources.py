@@ -46,6 +46,12 @@ def _listing(config: TrialConfig) -> remote.Snapshot | None:
     nothing); None for digits, toy and data in a local folder."""
     if config.dataset not in ON_DISK_DATASETS or not remote.is_remote(config.data_root):
         return None
+    return _bucket_listing(config)
+
+
+def _bucket_listing(config: TrialConfig) -> remote.Snapshot:
+    """The listing of ``data_root``, a bucket URI (ValueError when it cannot be listed, holds
+    nothing, or download=True asks to write into it)."""
     if config.download:
         raise ValueError(
             f"data_root={config.data_root!r} is a bucket URI, read-only here; download=True "
@@ -61,7 +67,7 @@ def check_data(config: TrialConfig) -> remote.Snapshot | None:
     if config.dataset not in ON_DISK_DATASETS:
         return None
     if remote.is_remote(config.data_root):
-        listed = _listing(config)
+        listed = _bucket_listing(config)
         if config.dataset in IDX_DATASETS:
             _check_idx_files(config, set(listed.files), "the bucket's listing")
         return listed

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -185,3 +186,10 @@ __all__ = [
     "read_outcomes",
     "write_outcomes",
 ]  # fmt: skip
+
+
+def write_outcome_json(path: Path, outcomes: dict[str, Any]) -> Path:
+    """One system's outcomes as a trial or a baseline keeps them in memory
+    (``trainables.outcomes.outcome_json``: ``item``, ``label``, ``predictions``) -> its Parquet
+    table at ``path``."""
+    return write_outcomes(path, outcomes["item"], outcomes["label"], outcomes["predictions"])

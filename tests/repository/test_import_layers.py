@@ -171,3 +171,23 @@ def test_the_circle_check_finds_a_circle_through_three_modules():
     graph = {"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x", "b.w"}, "b.w": set()}
     assert circles(graph) == [["a.x", "a.y", "a.z"]]
     assert circles({"a.x": {"a.y"}, "a.y": set()}) == []
+
+
+# analysis/'s rooms, lowest first: each may import the rooms below it, none above
+ANALYSIS_ROOMS = ("analysis.reading", "analysis.stats", "analysis.findings",
+                  "analysis.study_analysis", "analysis.report")  # fmt: skip
+
+
+def _room(module: str) -> int | None:
+    for rank, room in enumerate(ANALYSIS_ROOMS):
+        if module == room or module.startswith(room + "."):
+            return rank
+    return None
+
+
+def test_analysis_rooms_import_only_the_rooms_below_them():
+    graph = import_graph(_files("analysis"))
+    upward = [f"{module} imports {target}" for module, targets in sorted(graph.items())
+              for target in sorted(targets)
+              if None not in (_room(module), _room(target)) and _room(target) > _room(module)]
+    assert not upward, "\n".join(upward)

@@ -221,7 +221,7 @@ def test_power_and_plan_plan_replicates_from_the_finished_study(default_study, m
 
 @pytest.mark.slow
 def test_the_default_study_measures_beyond_global_averages(default_study):
-    """Issue 12 on a real study: every trial's evidence is in its run, the results carry the
+    """The evidence on a real study: every trial's evidence is in its run, the results carry the
     per-class, subgroup and shift metrics, the report shows the best and the worst point's source
     return, and the gate judges items 8 and 12 (pass or fail, never "not measured")."""
     folder, _, _ = default_study

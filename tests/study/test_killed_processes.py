@@ -124,7 +124,7 @@ def test_trials_land_on_both_nodes_of_a_two_node_cluster(workdir, ray_tmp):
 @pytest.mark.long
 @pytest.mark.slow
 def test_optuna_study_killed_mid_trial_resumes_that_trial_in_its_own_run(workdir, ray_tmp):
-    """Issue 8 item 4: an adaptive design resumes like a fixed one."""
+    """An adaptive design resumes like a fixed one."""
     spec = write_spec(
         workdir / "o.yaml",
         "adaptive-kill",

@@ -87,7 +87,7 @@ def test_every_trial_and_baseline_keeps_its_outcomes_and_they_make_its_metrics(
     # read through MLflow's artifact repository (as from S3 or a server): the same outcomes
     import analysis.reading.load
 
-    monkeypatch.setattr(analysis.load, "_local_folder", lambda uri: None)
+    monkeypatch.setattr(analysis.reading.load, "_local_folder", lambda uri: None)
     downloaded = load_outcomes(NAME, uri, run_ids=list(finished["run_id"])[::-1])
     assert list(downloaded.trials) == list(finished["run_id"])[::-1]
     assert _files(workdir) == before

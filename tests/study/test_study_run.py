@@ -103,7 +103,7 @@ def _assert_baselines_on_the_parent(uri: str, name: str, parent, results) -> Non
 
 
 def _assert_made_for_review(uri: str, name: str, parent, children: list) -> None:
-    """Issue 11, item 1: the record a reviewer opens in the MLflow UI."""
+    """The record a reviewer opens in the MLflow UI: parent, trials, their params and metrics."""
     client = MlflowClient(uri)
     experiment = client.get_experiment_by_name(name)
     eid, pid = experiment.experiment_id, parent.info.run_id
