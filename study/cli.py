@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import platform
 import re
 import sys
@@ -1007,18 +1006,17 @@ def main() -> None:
 def _exit_now(code: object) -> NoReturn:
     """Exit with ``code`` as ``sys.exit`` does (None is 0, a number is itself, anything else is
     printed to stderr and is 1), after what the interpreter does first when it exits."""
-    import atexit
-    import threading
+    from study.internals.python import exit_now, join_non_daemon_threads, run_exit_handlers
 
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
         code = 1
-    threading._shutdown()  # joins the threads that are not daemons, stops the pools' workers
-    atexit._run_exitfuncs()  # logging's flush, Ray's and MLflow's own handlers, finalizers
+    join_non_daemon_threads()  # joins the threads that are not daemons, stops the pools' workers
+    run_exit_handlers()  # logging's flush, Ray's and MLflow's own handlers, finalizers
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    os._exit(code or 0)
+    exit_now(code or 0)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
 from study import CHECKS_KEY, EVIDENCE_KEY
 from study.commands import mlflow_command
+from study.internals.mlflow import sqlalchemy_store
 from study.lease import pid_alive
 from study.store_template import copy_template, keep_as_template
 from trainables.config import TrialConfig
@@ -193,9 +194,7 @@ def _build_store(partial: Path) -> None:
     (study.store_template), or, the first time, MLflow's builder itself."""
     if copy_template(partial):
         return
-    from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store
-
-    store = _get_sqlalchemy_store(f"sqlite:///{partial}", None)
+    store = sqlalchemy_store(f"sqlite:///{partial}")
     store.engine.dispose()  # nothing keeps the private name open once it is linked
     keep_as_template(partial)
 

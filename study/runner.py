@@ -34,6 +34,16 @@ from search_spaces.spec import StudyError, StudySpec, in_file, load_spec, smoke_
 from study.baselines import measure_for_study
 from study.commands import shell_command, tool, ui_command
 from study.export import export_parquet
+from study.internals.mlflow import store_engine
+from study.internals.python import exit_now
+from study.internals.ray import (
+    TOKEN_AUTH_LOGGER,
+    drop_tune_default_env_var,
+    set_tune_propagated_env_vars,
+    system_config,
+    tune_propagated_env_vars,
+)
+from study.internals.torch import DYNAMO_MODULE
 from study.lease import study_lease
 from study.mlflow_views import TRIALS_VIEW, start_described_parent, ui_url, view_link
 from study.progress import ProgressView, StudyProgress
@@ -50,8 +60,8 @@ from trainables.sources import check_data
 RESULTS_FILE = "results.parquet"
 REPORT_DIR = "report"
 # what a trial's worker imports: the trainable, the trial's loop with torch, and what the first
-# optimizer of every trial imports (torch.optim imports torch._dynamo there, pytorch #162595)
-TRIAL_MODULES = ["study.trainable", "trainables.train", "torch._dynamo"]
+# optimizer of every trial imports (study.internals.torch)
+TRIAL_MODULES = ["study.trainable", "trainables.train", DYNAMO_MODULE]
 # and where the study's trials read digits not yet in this node's data cache: scikit-learn's
 # loader and its stratified split (trainables.data.digits_split)
 DIGITS_MODULES = ["sklearn.datasets", "sklearn.model_selection"]
@@ -114,7 +124,7 @@ def _watchdog(signum: int) -> None:
         with contextlib.suppress(Exception):
             record.end_unfinished(parent_id, "KILLED")
             print(f"interrupted: {message(signum)}", file=sys.stderr, flush=True)
-        os._exit(128 + signum)
+        exit_now(128 + signum)
 
     threading.Thread(target=watch, name="study-stop-watchdog", daemon=True).start()
 
@@ -473,9 +483,8 @@ def _init_local_ray(ray, cpus: int, capacity: dict, spec, slots) -> None:
         num_cpus=cpus, num_gpus=int(capacity["GPU"]),
         include_dashboard=False, log_to_driver=False, logging_level="WARNING",
         object_store_memory=256 * 2**20,
-        _system_config={
-            "preload_python_modules": _preloaded(spec), "num_workers_soft_limit": slots or cpus,
-        },
+        **system_config(preload_python_modules=_preloaded(spec),
+                        num_workers_soft_limit=slots or cpus),
     )  # fmt: skip
 
 
@@ -543,7 +552,7 @@ def _levels(spec: StudySpec, name: str) -> list:
 # every start ("Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled
 # to opt out ..."). The authentication stays exactly as Ray sets it up; only that notice is
 # dropped for a study's own single-node Ray. The warning that it is *disabled* still shows.
-TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+# Its logger: study.internals.ray.TOKEN_AUTH_LOGGER.
 TOKEN_AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"
 
 
@@ -571,12 +580,7 @@ def _trial_actors_take_idle_workers() -> None:
     that default it takes an idle worker, already warm on a local Ray (:func:`start_ray`). Env
     vars a user set for Tune to propagate still go with the actor (see
     :func:`_propagated_env_vars`)."""
-    try:
-        from ray.tune.execution import class_cache
-
-        class_cache.DEFAULT_ENV_VARS.pop("PL_DISABLE_FORK", None)
-    except (ImportError, AttributeError):  # another Ray: trials start as before
-        pass
+    drop_tune_default_env_var("PL_DISABLE_FORK")  # another Ray: trials start as before
 
 
 @contextlib.contextmanager
@@ -588,24 +592,21 @@ def _propagated_env_vars(address: str | None):
     cannot take an idle, warm worker and waits for a fresh process (seconds of torch import, for
     every trial of a study whose storage is a bucket). On a cluster (``address``) or a Ray this
     process did not start, Tune copies them as it always does."""
-    try:
-        from ray.tune.execution import class_cache
-
-        names = class_cache.ENV_VARS_TO_PROPAGATE
-    except (ImportError, AttributeError):  # another Ray: as it does
+    names = tune_propagated_env_vars()
+    if names is None:  # another Ray: as it does
         yield
         return
     inherited = _inherited_environment()
     if address or inherited is None:
         yield
         return
-    class_cache.ENV_VARS_TO_PROPAGATE = {
-        n for n in names if n in os.environ and os.environ[n] != inherited.get(n)
-    }
+    set_tune_propagated_env_vars(
+        {n for n in names if n in os.environ and os.environ[n] != inherited.get(n)}
+    )
     try:
         yield
     finally:
-        class_cache.ENV_VARS_TO_PROPAGATE = names
+        set_tune_propagated_env_vars(names)
 
 
 class DriverRay:
@@ -928,8 +929,7 @@ def end_runs(record: StudyRecord, parent_id: str, status: str, tries: int = 3) -
             except MlflowException:
                 if attempt == tries - 1:
                     raise
-                store = getattr(getattr(record.client, "_tracking_client", None), "store", None)
-                engine = getattr(store, "engine", None)
+                engine = store_engine(record.client)
                 if engine is not None:
                     engine.dispose()
 

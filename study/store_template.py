@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from analysis.reading.store import mlflow_schema_head, store_problem
+from study.internals.mlflow import server_artifact_root_env_var
 
 
 def template_path() -> Path:
@@ -66,11 +67,10 @@ def _default_experiment_made_here_and_now(store: Path) -> None:
     """The Default experiment as MLflow's SqlAlchemyStore creates it in this process: its
     artifact location under the artifact root MLflow defaults to here, its times now."""
     from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
-    from mlflow.tracking._tracking_service.utils import _SERVER_ARTIFACT_ROOT_ENV_VAR
     from mlflow.utils.time import get_current_time_millis
     from mlflow.utils.uri import append_to_uri_path, resolve_uri_if_local
 
-    root = os.environ.get(_SERVER_ARTIFACT_ROOT_ENV_VAR, DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH)
+    root = os.environ.get(server_artifact_root_env_var(), DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH)
     location = str(append_to_uri_path(resolve_uri_if_local(root), "0"))
     now = get_current_time_millis()
     with contextlib.closing(sqlite3.connect(store)) as db, db:

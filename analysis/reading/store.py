@@ -15,6 +15,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
+from analysis.internals import mlflow_schema_revision
 from analysis.reading.sqlite_reader import ACTIVE_ONLY, SQLiteReader
 
 STORE_FILE = "mlflow.db"
@@ -126,9 +127,7 @@ def mlflow_schema_head() -> str:
     heads = revisions - revised
     if len(heads) == 1:
         return heads.pop()
-    from mlflow.store.db.utils import _get_latest_schema_revision
-
-    return _get_latest_schema_revision()
+    return mlflow_schema_revision()
 
 
 def recorded_studies(uri: str) -> list[str]:

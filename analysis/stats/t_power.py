@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import functools
 
+from analysis.internals import nct_survival
+
 
 def _upper_tail(t: float, df: int, ncp: float) -> float:
     """P(T > t) for T noncentral t on ``df`` degrees of freedom with noncentrality ``ncp``,
     clipped to [0, 1] (its far tail can come out as -1e-17), as ``scipy.stats.nct.sf`` does."""
-    try:
-        from scipy.special._ufuncs import _nct_sf as survival
-    except ImportError:  # a SciPy that moved it: the public route, a second slower to import
+    survival = nct_survival()
+    if survival is None:  # a SciPy that moved it: the public route, a second slower to import
         from scipy.stats import nct
 
         return float(nct.sf(t, df, ncp))
