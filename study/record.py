@@ -38,7 +38,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from analysis.reading.outcomes import write_outcome_json
 from analysis.reading.record import (
     BLOCK_TAG,
     CONFIRMS_TAG,
@@ -472,6 +471,8 @@ def evidence_files(evidence: dict[str, Any], folder: Path) -> list[Path]:
     (folder / "evidence.json").write_text(json.dumps(rest, indent=1))
     written.append(folder / "evidence.json")
     if outcomes:
+        from analysis.reading.outcomes import write_outcome_json  # pandas: only to write them
+
         written.append(write_outcome_json(folder / OUTCOMES_FILE, outcomes))
     for name in EVIDENCE_TABLES:
         rows = evidence.get(name) or []

@@ -199,7 +199,7 @@ def test_power_and_plan_plan_replicates_from_the_finished_study(default_study, m
     assert "at 80% power" in done.stdout and "doubling temperature" in done.stdout
     assert "replicates per point" in done.stdout
     # answered from the basis the report left; with none usable, the fit gives the same words
-    from analysis import power as planning
+    from analysis.stats import power as planning
 
     assert (folder / "studies" / NAME / "report" / planning.BASIS_FILE).is_file()
     with monkeypatch.context() as patched:

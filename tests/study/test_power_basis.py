@@ -15,7 +15,7 @@ from recordkit import NAME, record_study
 from studykit import child_runs
 from typer.testing import CliRunner
 
-from analysis import power
+from analysis.stats import power
 from study.cli import app
 from study.record import StudyRecord
 from study.reporting import make_report
