@@ -539,7 +539,7 @@ def count_words(states: list[str]) -> str:
 @command("list")
 def list_studies(tracking_uri: TrackingUri = None) -> None:
     """List the studies a tracking store holds, one name a line."""
-    from analysis.reading.store import recorded_studies
+    from analysis.reading.record import recorded_studies
     from study.record import check_tracking_uri, default_tracking_uri, store_exists
 
     uri = tracking_uri or default_tracking_uri()

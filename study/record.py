@@ -52,6 +52,7 @@ from analysis.reading.record import (
     encode_trial,
     find_experiment,
     study_runs,
+    unknown_study,
 )
 from analysis.reading.sqlite_reader import DELETED_ONLY
 from analysis.reading.store import (
@@ -59,7 +60,6 @@ from analysis.reading.store import (
     read_client,
     store_exists,
     store_problem,
-    unknown_study,
 )
 from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
@@ -533,7 +533,8 @@ class StudyRecord:
     def existing(cls, tracking_uri: str, study: str, read_only: bool = False) -> StudyRecord:
         """The record of a study the store already holds, opened without writing anything (no
         store file, no experiment is created). Raises LookupError saying what the store holds
-        (:func:`unknown_study`) when it has no such study. ``read_only``: it reads through the
+        (:func:`analysis.reading.record.unknown_study`) when it has no such study. ``read_only``:
+        it reads through the
         cheapest client (:func:`analysis.reading.store.read_client`: an embedded store without
         MLflow) and cannot write, as a command that only reads wants."""
         if not store_exists(tracking_uri):

@@ -135,6 +135,22 @@ def header(path: Path) -> tuple[int, tuple[int, ...]]:
     return code, tuple(int(d) for d in np.frombuffer(dims, ">u4", ndim))
 
 
+def folder_problem(present: set[str], folder: Path | None, where: str) -> str | None:
+    """Why the IDX files of a dataset are not usable, or None: one of the four is missing from
+    ``present`` (the file names of ``where``: a folder, or a bucket's listing), or, for a local
+    ``folder``, a split's headers are not images and labels of the same rows
+    (:func:`check_headers`). The preflight's one question to this format."""
+    absent = missing(present)
+    if absent:
+        return f"{where} lacks {', '.join(absent)}"
+    if folder is not None:
+        try:
+            check_headers(folder)
+        except ValueError as err:
+            return str(err)
+    return None
+
+
 def check_headers(folder: Path) -> None:
     """The preflight's look at an MNIST-format folder: each split's images are 3-D and its labels
     1-D unsigned bytes, and they count the same rows (the data themselves are read at load)."""

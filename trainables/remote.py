@@ -88,6 +88,12 @@ def _fail(uri: str, reason: str) -> ValueError:
     return ValueError(f"data_root={uri!r}: {reason}")
 
 
+def bucket_snapshot(uri: str | None) -> Snapshot | None:
+    """The listing of ``uri`` when it names a remote filesystem (:func:`snapshot`), None for a
+    local folder or a ``file://`` URI."""
+    return snapshot(uri) if is_remote(uri) else None
+
+
 def snapshot(uri: str) -> Snapshot:
     """List every object under ``uri`` (no data is read). Raises ValueError naming
     ``data_root`` and the URI when pyarrow cannot resolve it, the storage cannot be reached,

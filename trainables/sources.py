@@ -42,22 +42,17 @@ def data_dir(config: TrialConfig, listed: remote.Snapshot | None = None) -> Path
 
 
 def _listing(config: TrialConfig) -> remote.Snapshot | None:
-    """A bucket ``data_root``'s listing (ValueError naming it when it cannot be listed or holds
-    nothing); None for digits, toy and data in a local folder."""
-    if config.dataset not in ON_DISK_DATASETS or not remote.is_remote(config.data_root):
+    """A bucket ``data_root``'s listing (ValueError naming it when it cannot be listed, holds
+    nothing, or download=True asks to write into it); None for digits, toy and data in a local
+    folder."""
+    if config.dataset not in ON_DISK_DATASETS:
         return None
-    return _bucket_listing(config)
-
-
-def _bucket_listing(config: TrialConfig) -> remote.Snapshot:
-    """The listing of ``data_root``, a bucket URI (ValueError when it cannot be listed, holds
-    nothing, or download=True asks to write into it)."""
-    if config.download:
+    if config.download and remote.is_remote(config.data_root):
         raise ValueError(
             f"data_root={config.data_root!r} is a bucket URI, read-only here; download=True "
             "writes the dataset into data_root: upload it to the bucket, or use a local folder"
         )
-    return remote.snapshot(config.data_root)
+    return remote.bucket_snapshot(config.data_root)
 
 
 def check_data(config: TrialConfig) -> remote.Snapshot | None:
@@ -66,34 +61,25 @@ def check_data(config: TrialConfig) -> remote.Snapshot | None:
     dataset, its four files). Returns that listing (None for a local folder)."""
     if config.dataset not in ON_DISK_DATASETS:
         return None
-    if remote.is_remote(config.data_root):
-        listed = _bucket_listing(config)
-        if config.dataset in IDX_DATASETS:
-            _check_idx_files(config, set(listed.files), "the bucket's listing")
-        return listed
-    root = data_dir(config)
+    listed = _listing(config)
+    root = None if listed is not None else data_dir(config)
     if config.dataset in IDX_DATASETS:
-        if not root.is_dir():
-            raise _idx_refusal(config, "no such folder")
-        _check_idx_files(config, {p.name for p in root.iterdir() if p.is_file()}, "the folder")
-        try:
-            idx_files.check_headers(root)
-        except ValueError as err:
-            raise _idx_refusal(config, str(err)) from None
-        return None
-    if not root.is_dir() and not config.download:
+        if listed is not None:
+            problem = idx_files.folder_problem(set(listed.files), None, "the bucket's listing")
+        elif not root.is_dir():
+            problem = "no such folder"
+        else:
+            present = {p.name for p in root.iterdir() if p.is_file()}
+            problem = idx_files.folder_problem(present, root, "the folder")
+        if problem:
+            raise _idx_refusal(config, problem)
+        return listed
+    if listed is None and not root.is_dir() and not config.download:
         raise ValueError(
             f"data_root={config.data_root!r} does not exist or is not a directory "
             f"(dataset={config.dataset!r}, download=False)"
         )
-    return None
-
-
-def _check_idx_files(config: TrialConfig, present: set[str], where: str) -> None:
-    """Refuse an IDX folder (or bucket prefix) that lacks one of the four files."""
-    absent = idx_files.missing(present)
-    if absent:
-        raise _idx_refusal(config, f"{where} lacks {', '.join(absent)}")
+    return listed
 
 
 def _idx_refusal(config: TrialConfig, problem: str) -> ValueError:
@@ -166,8 +152,9 @@ def has_groups(config: TrialConfig, root: Path | None = None) -> bool:
     if config.dataset == "toy":
         return config.toy_photos_per_item > 1
     if config.dataset == "imagefolder":
-        if root is None and remote.is_remote(config.data_root):
-            return "groups.csv" in remote.snapshot(config.data_root).files
+        listed = None if root is not None else remote.bucket_snapshot(config.data_root)
+        if listed is not None:
+            return "groups.csv" in listed.files
         return ((root or data_dir(config)) / "groups.csv").is_file()
     return False
 

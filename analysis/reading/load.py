@@ -21,7 +21,7 @@ baseline system: :mod:`analysis.reading.outcomes`) are read by :func:`load_outco
 Which store: :func:`default_store`, the one the ``study`` CLI records in and reads from when none
 is named (MLFLOW_TRACKING_URI, else the nearest ``mlflow.db`` at or above the working folder).
 Reading never creates a store, and a name the store does not hold is a LookupError that names
-the store and the studies it holds (:func:`unknown_study`).
+the store and the studies it holds (:func:`analysis.reading.record.unknown_study`).
 """
 
 from __future__ import annotations
@@ -50,19 +50,19 @@ from analysis.reading.record import (
     TRIAL,
     decode_json_columns,
     find_experiment,
+    recorded_studies,
     results_table,
     study_runs,
     trial_status,
+    unknown_study,
 )
 from analysis.reading.store import (
     STORE_FILE,
     default_store,
     local_folder,
     read_client,
-    recorded_studies,
     store_exists,
     store_problem,
-    unknown_study,
 )
 
 __all__ = [
@@ -177,7 +177,8 @@ def load_study(name: str, tracking_uri: str | None = None) -> pd.DataFrame:
 
     Raises:
         LookupError: there is no store there, or it holds no (active) study of that name; the
-            message names the store and the studies it holds (:func:`unknown_study`).
+            message names the store and the studies it holds
+            (:func:`analysis.reading.record.unknown_study`).
         ValueError: the file there is no store this MLflow reads (:func:`store_problem`).
     """
     uri = _uri(tracking_uri, name)

@@ -15,6 +15,9 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from analysis.reading.sqlite_reader import ACTIVE_ONLY
+from analysis.reading.store import read_client, store_exists
+
 if TYPE_CHECKING:  # imported where a table is made: a command that reads runs only never needs it
     import pyarrow as pa
 
@@ -267,3 +270,35 @@ def decode_json_columns(frame, names: list[str]) -> None:
     for name in names:
         if name in frame:
             frame[name] = [None if v is None else tuple(json.loads(v)) for v in frame[name]]
+
+
+def recorded_studies(uri: str) -> list[str]:
+    """The names of the studies a store holds (active experiments with a parent run), read
+    without writing: an embedded store that does not exist holds none."""
+    if not store_exists(uri):
+        return []
+    client = read_client(uri)  # a file that is no store of this MLflow: ValueError
+    names = []
+    for experiment in client.search_experiments(view_type=ACTIVE_ONLY):
+        if study_runs(client, experiment.experiment_id, PARENT):
+            names.append(experiment.name)
+    return sorted(names)
+
+
+def unknown_study(uri: str, study: str) -> str:
+    """Why ``study`` cannot be read from ``uri``, and what is there instead: no store at all,
+    or the studies it does hold (the closest first, as a 'did you mean')."""
+    if not store_exists(uri):
+        return (f"no study named {study!r}: there is no MLflow store at {uri} (nothing was "
+                "created); run the study first, or name the store it was recorded in (the CLI's "
+                "--tracking-uri, the notebook's TRACKING_URI, or MLFLOW_TRACKING_URI)")  # fmt: skip
+    held = recorded_studies(uri)
+    if not held:
+        return f"no study named {study!r} in {uri}: it holds no study"
+    from trainables.names import MAX_SHOWN, did_you_mean  # the CLI's one 'did you mean'
+
+    hint = did_you_mean(study, held)
+    if len(held) <= MAX_SHOWN:
+        return f"no study named {study!r} in {uri}{hint} It holds: {', '.join(held)}"
+    return (f"no study named {study!r} in {uri}{hint} It holds {len(held)} studies; list them "
+            f"with: study list --tracking-uri {uri}")  # fmt: skip

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from analysis.internals import mlflow_schema_revision
-from analysis.reading.sqlite_reader import ACTIVE_ONLY, SQLiteReader
+from analysis.reading.sqlite_reader import SQLiteReader
 
 STORE_FILE = "mlflow.db"
 
@@ -128,43 +128,6 @@ def mlflow_schema_head() -> str:
     if len(heads) == 1:
         return heads.pop()
     return mlflow_schema_revision()
-
-
-def recorded_studies(uri: str) -> list[str]:
-    """The names of the studies a store holds (active experiments with a parent run), read
-    without writing: an embedded store that does not exist holds none."""
-    from analysis.reading.record import (  # brings pyarrow: only when a store is read
-        PARENT,
-        study_runs,
-    )
-
-    if not store_exists(uri):
-        return []
-    client = read_client(uri)  # a file that is no store of this MLflow: ValueError
-    names = []
-    for experiment in client.search_experiments(view_type=ACTIVE_ONLY):
-        if study_runs(client, experiment.experiment_id, PARENT):
-            names.append(experiment.name)
-    return sorted(names)
-
-
-def unknown_study(uri: str, study: str) -> str:
-    """Why ``study`` cannot be read from ``uri``, and what is there instead: no store at all,
-    or the studies it does hold (the closest first, as a 'did you mean')."""
-    if not store_exists(uri):
-        return (f"no study named {study!r}: there is no MLflow store at {uri} (nothing was "
-                "created); run the study first, or name the store it was recorded in (the CLI's "
-                "--tracking-uri, the notebook's TRACKING_URI, or MLFLOW_TRACKING_URI)")  # fmt: skip
-    held = recorded_studies(uri)
-    if not held:
-        return f"no study named {study!r} in {uri}: it holds no study"
-    from trainables.names import MAX_SHOWN, did_you_mean  # the CLI's one 'did you mean'
-
-    hint = did_you_mean(study, held)
-    if len(held) <= MAX_SHOWN:
-        return f"no study named {study!r} in {uri}{hint} It holds: {', '.join(held)}"
-    return (f"no study named {study!r} in {uri}{hint} It holds {len(held)} studies; list them "
-            f"with: study list --tracking-uri {uri}")  # fmt: skip
 
 
 def local_folder(uri: str | None) -> Path | None:
