@@ -1,4 +1,4 @@
-"""The Ray Tune trainable: one study trial, wrapping ``trainables.run_trial``.
+"""The Ray Tune trainable: one study trial, wrapping ``trainables.train.run_trial``.
 
 Runs in a Ray worker. It never touches MLflow (the driver records), so a worker node needs no
 route to the tracking server. Checkpoints go to the trial's folder in the study's storage

@@ -215,7 +215,8 @@ def baselines_json(
 ) -> dict[str, Any]:
     """``study report --json``'s ``baselines``: each kind's metrics, seeds and what was measured,
     and where the best point stands against it (``standing``; null when it has no such metric).
-    ``found_standings``: the analysis' own (:attr:`analysis.stats.fits.StudyAnalysis.standings`)."""
+    ``found_standings``: the analysis' own
+    (:attr:`analysis.study_analysis.StudyAnalysis.standings`)."""
     found = baselines_of(df)
     if found_standings is None:
         found_standings = standings(best, found) if best is not None else ()

@@ -1,7 +1,7 @@
 """MLflow's private parts the study's record uses (checked against MLflow 3.17.2).
 
 Each is imported inside its function: MLflow's import takes seconds, and a command that only
-reads an embedded store does without it (:mod:`analysis.sqlite_reader`).
+reads an embedded store does without it (:mod:`analysis.reading.sqlite_reader`).
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ _CMAP = "viridis"
 
 # Every figure is at most FIG_WIDTH inches wide and sets no text smaller than SMALL_PT points, so
 # that shown 400 CSS px wide (a phone; report.html scales figures to the page) its smallest text
-# is SMALL_PT * 400 / (FIG_WIDTH * 72) ≈ 8 px: readable. tests/analysis/test_plots.py measures it.
+# is SMALL_PT * 400 / (FIG_WIDTH * 72) ≈ 8 px: readable. tests/analysis/report/test_plots.py
+# measures it.
 FIG_WIDTH = 5.5
 SMALL_PT = 8
 _TITLE_CHARS = 56  # a title's line at 12 pt across FIG_WIDTH
@@ -47,13 +48,14 @@ _SPACE_NAMES = {"z": "z, projection output", "h": "h, backbone features"}
 # Metric and factor names a figure's file name may carry as a slug (see ``_slug``), for captions
 # to name them back: every number a trial reports (trainables.metrics.final_metrics) and every
 # numeric trial setting a design can vary (trainables.config.TrialConfig);
-# tests/analysis/test_plots.py checks both lists against trainables.
+# tests/analysis/report/test_plots.py checks both lists against trainables.
 _GEOMETRY = ("align", "uniform", "effective_rank", "dim_std_min", "dim_std_mean", "zero_rows")
 _CLASS_GEOMETRY = ("align_worst_class", "align_class_spread", "align_classes",
                    "uniform_worst_class", "uniform_class_spread", "uniform_classes")  # fmt: skip
 _SUBGROUPS = ("", "_worst_class", "_class_gap", "_worst_group", "_group_gap")
 # The shift tests' corruption families (trainables.corruption_families.COVERED_BY: images, then
-# toy vectors) and severities; tests/analysis/test_plots.py checks the families against trainables.
+# toy vectors) and severities; tests/analysis/report/test_plots.py checks the families against
+# trainables.
 _SHIFT_FAMILIES = ("gaussian_noise", "gaussian_blur", "contrast", "jpeg", "occlusion", "noise",
                    "mean_shift")  # fmt: skip
 _SHIFT_SEVERITIES = (1, 2, 3, 4, 5)

@@ -1,7 +1,7 @@
 """The headline of a study: the study in one sentence, the findings
 with their evidence, the best point with its interval and the next study, said in at most six
 terminal lines, as markdown for MLflow and first in report.html; on hand-built results frames
-shaped like the default study (see tests/analysis/test_response_surface_effects.py)."""
+shaped like the default study (see tests/analysis/stats/test_response_surface_effects.py)."""
 
 from __future__ import annotations
 
