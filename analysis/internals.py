@@ -2,10 +2,10 @@
 3.17.2 and SciPy 1.17.1 on CPython 3.11.7).
 
 The study's own are in ``study/internals/``; the analysis never imports the study, so its reaches
-are here, each a small function with a comment on why it is needed and what its caller does when
-it is gone, for :func:`analysis.reading.store.mlflow_schema_head` and
-:mod:`analysis.stats.t_power`. It belongs to no room (``docs/architecture.md``): any room may
-import it, and it imports nothing of the analysis. Each imports its dependency only when called:
+are here, each a small function with a comment on why it is needed and what its caller does when it
+is gone, for :func:`analysis.reading.store.mlflow_schema_head` and :mod:`analysis.stats.t_power`. It
+belongs to no room (``docs/architecture.md``): any room may import it, and it imports nothing of the
+analysis. Each imports its dependency only when called:
 importing this module costs nothing. ``tests/analysis/test_analysis_internals.py`` fails when one
 no longer resolves.
 """

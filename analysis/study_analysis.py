@@ -33,8 +33,7 @@ class StudyAnalysis:
 
     ``fits``: each response's fit; ``directions``: where each fit says to go next
     (:func:`analysis.findings.direction.where_next`); ``best``: the best point of the target (None
-    when
-    no trial finished); ``standings``: where it stands against each baseline (paired on the
+    when no trial finished); ``standings``: where it stands against each baseline (paired on the
     shared items when the record keeps them); ``confirmation``: a confirmation study's verdict
     (None for any other study); ``next_step``: what to run next, decided once
     (:func:`analysis.findings.next_step.next_step`); ``headline``: all of it in words;

@@ -5,11 +5,11 @@ run as a second block (``study augment``), and a finished study's next study (``
 study name (so the same MLflow experiment), description, fixed fields, budget, factors,
 resources, replicates and seed, with ``design`` set to ``central_composite`` and
 ``design.augments`` naming the factorial (its ``spec_sha`` and kind). The design built from it
-(:func:`search_spaces.designs.augmented_design`, which
-:func:`search_spaces.designs.build_design` calls for any study with ``design.augments``) is the
-factorial's trials as block 1, under their own keys and seeds (found in the record as FINISHED,
-never re-run), and the axial and centre points as block 2. :func:`augmented_yaml` writes the new
-study file as an edit of the factorial's own. Nothing here reads or writes the record.
+(:func:`search_spaces.designs.augmented_design`, which :func:`search_spaces.designs.build_design`
+calls for any study with ``design.augments``) is the factorial's trials as block 1, under their own
+keys and seeds (found in the record as FINISHED, never re-run), and the axial and centre points as
+block 2. :func:`augmented_yaml` writes the new study file as an edit of the factorial's own. Nothing
+here reads or writes the record.
 """
 
 from __future__ import annotations

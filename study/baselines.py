@@ -6,9 +6,8 @@ seeds for a seeded kind), the tag ``study.baselines`` (the JSON the results tabl
 read: each kind's metrics, its per-seed probe scores and what was measured) and the artifact
 ``baselines.json`` (everything, per seed), and each system's per-item outcomes (every probe's
 label for each held-out item) under ``baselines/outcomes/`` as one Parquet table per system
-(:func:`analysis.reading.outcomes.baseline_file`: ``raw.parquet``, ``random_init-seed0.parquet``
-…); the
-tag and ``baselines.json`` leave the outcomes out. A resumed study finds them there and measures
+(:func:`analysis.reading.outcomes.baseline_file`: ``raw.parquet``, ``random_init-seed0.parquet`` …);
+the tag and ``baselines.json`` leave the outcomes out. A resumed study finds them there and measures
 nothing (it logs the outcome files only if they are missing); a new study on the same data and
 architecture reads them from the cache (:func:`trainables.baselines.measure_baselines`).
 """

@@ -533,9 +533,9 @@ class StudyRecord:
     def existing(cls, tracking_uri: str, study: str, read_only: bool = False) -> StudyRecord:
         """The record of a study the store already holds, opened without writing anything (no
         store file, no experiment is created). Raises LookupError saying what the store holds
-        (:func:`analysis.reading.record.unknown_study`) when it has no such study. ``read_only``:
-        it reads through the
-        cheapest client (:func:`analysis.reading.store.read_client`: an embedded store without
+        (:func:`analysis.reading.record.unknown_study`) when it has no such study. ``read_only``: it
+        reads through the cheapest client (:func:`analysis.reading.store.read_client`: an embedded
+        store without
         MLflow) and cannot write, as a command that only reads wants."""
         if not store_exists(tracking_uri):
             raise LookupError(unknown_study(tracking_uri, study))

@@ -8,8 +8,7 @@ first store built for an MLflow version and schema is kept as a template
 (``$CONTRASTIVE_STORE_CACHE``, else ``~/.cache/contrastive-studies/mlflow``), and the next is a
 copy of it whose Default experiment is written as MLflow would write it here and now. A template
 that is not a whole store of this MLflow's schema (``analysis.reading.store.store_problem``) is
-never
-used: MLflow then builds the store, and the template anew.
+never used: MLflow then builds the store, and the template anew.
 """
 
 from __future__ import annotations

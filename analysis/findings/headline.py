@@ -7,10 +7,8 @@ terminal (at most six lines) and :meth:`Headline.html` for the top of ``report.h
 parent run's description in MLflow is built from its fields (``study.reporting``). Every
 sentence comes from the fits' own findings (Holm-adjusted tests, detectable sizes at 80% power;
 see :func:`analysis.stats.fits.findings`), from :func:`analysis.stats.best.best_point` and from the
-one
-decision of what to run next (:func:`analysis.findings.next_step.next_step`): nothing is said that
-the
-fits do not support.
+one decision of what to run next (:func:`analysis.findings.next_step.next_step`): nothing is said
+that the fits do not support.
 """
 
 from __future__ import annotations
@@ -42,9 +40,8 @@ class Headline:
     ``missed``: the same, one short label per response ("temperature or batch_size on
     probe/linear_top1_h", "any factor on z/align") for the terminal; ``best``: the best observed
     point of the target metric with its t interval over replicates (None when no trial
-    finished); ``against``: where that point stands against the study's baselines (the raw
-    input, a random-init encoder …; None when none was measured,
-    :mod:`analysis.findings.baselines`);
+    finished); ``against``: where that point stands against the study's baselines (the raw input, a
+    random-init encoder …; None when none was measured, :mod:`analysis.findings.baselines`);
     ``on_target``: when no effect on the target was detected, that sentence, said before the
     other findings (the target is what the study was run for); ``next_step``: what the evidence
     suggests for the next study (None when there is nothing to say). Findings come in the order

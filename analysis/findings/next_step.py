@@ -29,8 +29,8 @@ From the target's fit (the study file's ``target``), in this order:
 7. another second-order model (a saddle, a ridge, an optimum outside): **a region moved** to
    where ridge analysis finds the best predicted point at the design's edge (``move``).
 
-This is the one place that decides: the headline's "Next:" line, ``report.html``, the parent
-run's description and ``study next`` all say :attr:`NextStep.reason`
+This is the one place that decides: the headline's "Next:" line, ``report.html``, the parent run's
+description and ``study next`` all say :attr:`NextStep.reason`
 (:func:`analysis.study_analysis.analyse` decides it once per analysis). A factor's best is "on
 the edge" when it lies within :data:`EDGE` of an end of its coded range.
 """

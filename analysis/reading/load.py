@@ -9,11 +9,9 @@ every metric's final value, ``wall_s``, ``examples_seen``, ``steps``). ``frame.a
 run in the study's trials: name -> "pass" or "fail: ...") and, for studies that recorded it,
 ``target`` (``{"metric": ..., "mode": "max" | "min"}`` of the study file), ``goals`` (the
 study file's goals for the overall desirability, :mod:`analysis.stats.desirability`; empty when
-none),
-``objectives`` (a multi-objective Optuna design's ``[{"metric", "mode"}]``; empty otherwise) and
-``baselines``
-(kind -> ``{"metrics", "per_seed", "seeds", "name", "about"}``: what the study's results are read
-against, :mod:`trainables.baselines`; empty when none was measured).
+none), ``objectives`` (a multi-objective Optuna design's ``[{"metric", "mode"}]``; empty otherwise)
+and ``baselines`` (kind -> ``{"metrics", "per_seed", "seeds", "name", "about"}``: what the study's
+results are read against, :mod:`trainables.baselines`; empty when none was measured).
 
 Per-item outcomes (every probe's label for each held-out item, of every finished trial and every
 baseline system: :mod:`analysis.reading.outcomes`) are read by :func:`load_outcomes`.

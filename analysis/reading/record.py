@@ -27,8 +27,7 @@ TRIAL_CONFIG_TAG = "study.trial_config"
 BLOCK_TAG = "study.block"  # augmented designs: 1 the factorial, 2 the axial and centre points
 BASELINES_TAG = "study.baselines"  # the parent's baselines, JSON (study/baselines.py)
 # the study file's goals (analysis.stats.desirability), JSON; a tag, so a study resumed with new
-# goals
-# is analysed with those
+# goals is analysed with those
 GOALS_TAG = "study.goals"
 # a multi-objective Optuna design's objectives ([{metric, mode}], JSON): the report's Pareto front
 OBJECTIVES_TAG = "study.objectives"

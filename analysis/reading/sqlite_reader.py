@@ -9,8 +9,7 @@ is read here, through a read-only SQLite connection, by :class:`SQLiteReader`: t
 (runs newest first, then by id; a run's metrics are its latest values; NaN where MLflow keeps
 ``is_nan``). A server, or a store this MLflow does not read, gets the real client
 (:func:`analysis.reading.store.read_client`). ``tests/analysis/reading/test_sqlite_reader.py``
-compares both
-on real stores.
+compares both on real stores.
 """
 
 from __future__ import annotations

@@ -10,10 +10,10 @@ summary is the contract of ``study report --json``: ``study``, ``next_step``
 terminal's ``lines``), ``n_trials``, ``responses`` (metric -> ``model``, ``status``, ``r2``,
 ``adj_r2``, ``press``, ``pred_r2``, ``lack_of_fit_p``, ``stationary_kind``, ``optimum``,
 ``predicted``, ``interval``, ``notes``, and for a fitted one ``blocks``, ``error_ms``,
-``error_ms_without_blocks``, ``model_p``, ``beats_mean``, ``findings`` (the sentences,
-findings first) and ``effects``; for every one ``summary``,
-:meth:`analysis.stats.fits.ResponseFit.summary`, shown in the page too, and ``direction``) and
-``frontier`` (the point ids on the z alignment–uniformity frontier). What is undefined is
+``error_ms_without_blocks``, ``model_p``, ``beats_mean``, ``findings`` (the sentences, findings
+first) and ``effects``; for every one ``summary``, :meth:`analysis.stats.fits.ResponseFit.summary`,
+shown in the page too, and ``direction``) and ``frontier`` (the point ids on the z
+alignment–uniformity frontier). What is undefined is
 null, never 0 or inf, and ``notes`` says why in words (a constant response: status "no
 variation", nothing modelled).
 """

@@ -11,8 +11,7 @@ Its 95 % interval counts what the record allows:
 - with per-item outcomes (:mod:`analysis.reading.outcomes`) of an accuracy: the seeds and the
 held-out
   items together (:func:`analysis.stats.measurement.two_source_interval`, a variance decomposition
-  of
-  the replicates × items outcomes); one replicate leaves the items alone;
+  of the replicates × items outcomes); one replicate leaves the items alone;
 - without them: Student's t interval over its replicates,
   ``mean ± t(0.975, n - 1) · s / √n``, the seeds alone. One replicate, or replicates that agree
   exactly, give no interval (``ci_low`` and ``ci_high`` are None), never one of zero width.

@@ -14,9 +14,8 @@ Assumptions, said once: the error mean square of the finished study is the error
 one (same data, model and budget), and the planned design is the finished design replicated.
 
 An accuracy is a count over n held-out items (``PowerBasis.items``, when the record says): no
-detectable size is smaller than one item (1 / n), however many replicates, and an effect
-smaller than one item needs more held-out items, not more replicates
-(:attr:`ReplicatePlan.items_needed`).
+detectable size is smaller than one item (1 / n), however many replicates, and an effect smaller
+than one item needs more held-out items, not more replicates (:attr:`ReplicatePlan.items_needed`).
 
 What planning needs of a fit is small: each effect's standard error, the design's runs, points
 and parameters, and the error. That is a response's :class:`PowerBasis`. A study's report writes

@@ -1,7 +1,7 @@
 """The contrastive representation evidence card (fourteen sections, from the receiver's job to
-source return) and the first technical release gate (twelve items), filled only from what a
-study's record shows: the results frame of
-:mod:`analysis.reading.load` (one row per trial) and its ``attrs``.
+source return) and the first technical release gate (twelve items), filled only from what a study's
+record shows: the results frame of :mod:`analysis.reading.load` (one row per trial) and its
+``attrs``.
 
     card = evidence_card(read_results("studies/default-digits/results.parquet"))
     print(card.to_markdown())
@@ -99,10 +99,10 @@ def evidence_card(
     :mod:`analysis.reading.load`).
 
     ``source_return`` holds the source-return examples the study has, which the frame cannot
-    carry: a label naming the point (e.g. "best point p002 (τ=0.5, B=64)") -> that trial's
-    artifact table, with the columns of
-    :data:`analysis.report.evidence.source_return.SOURCE_RETURN_COLUMNS` (one row per anchor and
-    role), or None when only its panel is at hand (the report shows it; the card says so and
+    carry: a label naming the point (e.g. "best point p002 (τ=0.5, B=64)") -> that trial's artifact
+    table, with the columns of :data:`analysis.report.evidence.source_return.SOURCE_RETURN_COLUMNS`
+    (one row per anchor and role), or None when only its panel is at hand (the report shows it; the
+    card says so and
     gives no numbers). None or empty: the section says "not measured"."""
     attrs = dict(df.attrs)
     builders = dict(zip(SECTION_TITLES, _SECTION_BUILDERS, strict=True))

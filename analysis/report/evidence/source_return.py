@@ -19,8 +19,7 @@ SOURCE_RETURN_COLUMNS = ("anchor", "anchor_label", "role", "index", "label", "si
 def source_return_section(examples: Mapping[str, pd.DataFrame | None] | None) -> str | Table:
     """The Source return section from the examples the study passed (see
     :func:`analysis.report.evidence.card.evidence_card`): per labelled point, its anchors' positive
-    and
-    hardest-negative similarities and how many of the hardest negatives are false negatives (the
+    and hardest-negative similarities and how many of the hardest negatives are false negatives (the
     anchor's own class)."""
     if not examples:
         return (

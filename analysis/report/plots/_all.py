@@ -328,11 +328,11 @@ def all_figures(
     surface in ``surfaces`` (response -> fitted surface) over its first two numeric factors,
     except the responses in ``no_optimum`` (their models do not beat the mean: no surface to
     draw), each with its path in ``paths`` (response -> the path of steepest ascent or the
-    ridge, a table with the factors' columns) drawn over it, the overall desirability over the
-    first two numeric factors (given ``desirability``,
-    the most desirable point under the study's goals), the Pareto front (given ``pareto``, a
-    multi-objective study's), per-class geometry by design point (when
-    ``{space}/*_worst_class`` and ``_class_spread`` are recorded) and probe accuracy under
+    ridge, a table with the factors' columns) drawn over it, the overall desirability over the first
+    two numeric factors (given ``desirability``, the most desirable point under the study's goals),
+    the Pareto front (given ``pareto``, a multi-objective study's), per-class geometry by design
+    point (when ``{space}/*_worst_class`` and ``_class_spread`` are recorded) and probe accuracy
+    under
     corruption (when shift-test columns are)."""
     return dict(iter_figures(df, history, surfaces, response, no_optimum, desirability, pareto,
                              paths))  # fmt: skip

@@ -1,7 +1,6 @@
 """Writing one figure, as PNG and SVG; run as a script, a drawing process of
 :func:`analysis.report.plots.save_figures`. It imports matplotlib only, so such a process starts in
-about
-a second instead of three (the figure package imports the analysis: pandas, SciPy).
+about a second instead of three (the figure package imports the analysis: pandas, SciPy).
 
 As a drawing process (``_save.py FOLDER OUT_DIR``) it reads figure names from stdin, one a line,
 unpickles ``FOLDER/NAME.pickle``, writes it under ``OUT_DIR`` and answers ``done NAME``, until
