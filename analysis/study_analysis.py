@@ -14,7 +14,13 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.findings.baselines import Standing, baselines_json, baselines_of, standings
+from analysis.findings.baselines import (
+    Standing,
+    baseline_values,
+    baselines_json,
+    baselines_of,
+    standings,
+)
 from analysis.findings.confirmation import Confirmation, confirmation
 from analysis.findings.direction import Direction, where_next
 from analysis.findings.headline import Headline, headline
@@ -23,6 +29,7 @@ from analysis.stats.best import BestPoint, best_of_target, target_of
 from analysis.stats.desirability import DesirabilityOptimum, study_desirability
 from analysis.stats.fits import ResponseFit, fit_study
 from analysis.stats.frontier import ParetoFront, pareto_front
+from analysis.stats.learning_curve import LearningCurves, learning_curves
 from analysis.stats.measurement import resolution_json
 from analysis.stats.units import is_accuracy
 
@@ -40,7 +47,8 @@ class StudyAnalysis:
     ``desirability``: the most desirable point under the study's goals, or why there is none
     (None without goals); ``pareto``: a multi-objective study's front (None otherwise);
     ``items``: the held-out items every accuracy counts over (None when the record does not
-    say)."""
+    say); ``learning``: the target's learning curves beside the baselines
+    (:mod:`analysis.stats.learning_curve`; None without a history of three marks or more)."""
 
     study: str
     n_trials: int
@@ -57,6 +65,7 @@ class StudyAnalysis:
     pareto: ParetoFront | None = None
     next_step: NextStep | None = None
     headline: Headline | None = None
+    learning: LearningCurves | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +85,7 @@ class StudyAnalysis:
             "desirability": _desirability_json(self.desirability),
             "pareto": None if self.pareto is None else self.pareto.to_json(),
             "frontier": sorted(set(self.frontier.get("point_id", pd.Series(dtype=str)))),
+            "learning_curves": None if self.learning is None else self.learning.to_json(),
         }
 
     def summary(self) -> str:
@@ -90,14 +100,16 @@ def _desirability_json(found) -> dict[str, Any] | None:
 
 
 def analyse(
-    df: pd.DataFrame, responses: tuple[str, ...] | None = None, outcomes=None
+    df: pd.DataFrame, responses: tuple[str, ...] | None = None, outcomes=None, history=None
 ) -> StudyAnalysis:
     """Every response surface and the alignment–uniformity frontier of a results frame, and
     everything read from them (see :class:`StudyAnalysis`). When seeds are common across points
     (:func:`analysis.stats.fits.common_seed_blocks`), the replicate is a block. The study's target
     metric (``df.attrs["target"]``) is optimised in its own direction. ``outcomes``
     (:func:`analysis.reading.load.load_outcomes`), when the record keeps them, make every accuracy's
-    interval and comparison count the held-out items too."""
+    interval and comparison count the held-out items too. ``history``
+    (:func:`analysis.reading.load.load_history`, with the target's column), when given, adds the
+    target's learning curves against the baselines (:mod:`analysis.stats.learning_curve`)."""
     fitted = fit_study(df, responses, outcomes)
     results, fits = fitted.results, fitted.fits
     target = target_of(results)
@@ -108,6 +120,8 @@ def analyse(
     metric = target["metric"]
     step = next_step(results, fits.get(metric), directions.get(metric), best, fitted.items)
     objectives = results.attrs.get("objectives") or []
+    learning = None if history is None or metric not in history else learning_curves(
+        history, metric, baseline_values(results, metric), fitted.items)  # fmt: skip
     return StudyAnalysis(
         study=fitted.study,
         n_trials=fitted.n_trials,
@@ -126,4 +140,5 @@ def analyse(
         headline=headline(study=fitted.study, results=results, n_trials=fitted.n_trials,
                           fits=fits, best=best, standings=standing, next_step=step,
                           confirmation=verdict),
+        learning=learning,
     )

@@ -12,6 +12,7 @@ from mlflow.exceptions import MlflowException
 from analysis.findings.headline import Headline
 from analysis.reading.load import load_history, read_results, results_frame
 from analysis.report.page import write_report
+from analysis.stats.best import target_of
 from analysis.study_analysis import analyse
 from study.export import results_table
 from study.mlflow_views import point_to_report
@@ -43,13 +44,13 @@ def make_report(
     df = read_results(results) if results is not None else results_frame(results_table(record))
     if record is None:
         record = _record_if_present(df.attrs.get("study", ""), tracking_uri)
-    # the histories are drawn, never tabled: without figures they are not read
-    history = (
-        load_history(record.study, tracking_uri, HISTORY_METRICS) if record and figures else None
-    )
+    # the histories: the trajectories' figures, and the target's learning curves (one query)
+    target = target_of(df)["metric"]
+    metrics = tuple(dict.fromkeys((*HISTORY_METRICS, target)))
+    history = load_history(record.study, tracking_uri, metrics) if record else None
     study = df.attrs.get("study") or "study"
     folder = Path(out) if out else Path("studies") / study / "report"
-    analysis = analyse(df, outcomes=study_outcomes(record, tracking_uri))
+    analysis = analyse(df, outcomes=study_outcomes(record, tracking_uri), history=history)
     with tempfile.TemporaryDirectory(prefix="source-return-") as tmp:
         returned = source_return(record, df, Path(tmp)) if record is not None else {}
         panels = {label: panel for label, (panel, _) in returned.items()}
@@ -67,10 +68,9 @@ def make_report(
 
 
 def study_outcomes(record: StudyRecord | None, tracking_uri: str):
-    """The study's per-item outcomes from its record (:func:`analysis.reading.load.load_outcomes`),
-    or
-    None without a record; a record older than the outcomes gives an empty set (the analysis
-    then counts the seeds alone, and says so)."""
+    """The study's per-item outcomes from its record
+    (:func:`analysis.reading.load.load_outcomes`), or None without a record; a record older than
+    the outcomes gives an empty set (the analysis then counts the seeds alone, and says so)."""
     if record is None:
         return None
     from analysis.reading.load import load_outcomes
@@ -103,7 +103,7 @@ def source_return(record: StudyRecord, df, folder: Path) -> dict[str, tuple[Path
     first finished replicate of each (``evidence/source_return.png`` and ``.csv``), downloaded
     under ``folder``: label -> (the panel, its table as a DataFrame or None). Empty when the
     record holds none (vector data have no panel; studies recorded before it have neither)."""
-    from analysis.stats.best import best_point, target_of
+    from analysis.stats.best import best_point
 
     target = target_of(df)
     flipped = "min" if target["mode"] == "max" else "max"

@@ -133,6 +133,18 @@ def baselines_of(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
     return {k: found[k] for k in sorted(found, key=lambda k: (rank.get(k, len(ORDER)), k))}
 
 
+def baseline_values(df: pd.DataFrame, metric: str) -> dict[str, float]:
+    """Each baseline's value of ``metric`` (its counterpart: the raw input's ``_h`` probe for a
+    ``_z`` one), by the baseline's name, in :data:`ORDER`; empty when none measured it."""
+    out = {}
+    for kind, entry in baselines_of(df).items():
+        metrics = entry.get("metrics") or {}
+        name = counterpart(kind, metric, metrics)
+        if name is not None:
+            out[NAMES.get(kind, kind)] = float(metrics[name])
+    return out
+
+
 def counterpart(kind: str, metric: str, metrics: dict[str, float]) -> str | None:
     """The baseline's name for the trial's ``metric`` (the raw input has only ``_h`` probes)."""
     if metric in metrics:

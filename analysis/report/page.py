@@ -104,14 +104,16 @@ def figure_inputs(analysis: StudyAnalysis) -> dict:
     """What the figures of a study are drawn from, decided once for the report and for the
     notebook (``analysis.report.plots.all_figures(df, history, **figure_inputs(analysis))``): the
     surfaces that have an optimum, the responses whose model does not beat the mean (no contour
-    and no optimum star for them), the desirability, the Pareto front and the paths."""
+    and no optimum star for them), the desirability, the Pareto front, the paths and the
+    learning curves."""
     surfaces = {r: f.surface for r, f in analysis.fits.items()  # a flat one has no optimum
                 if f.surface is not None and f.surface.optimum is not None}  # fmt: skip
     unnamed = frozenset(
         r for r, f in analysis.fits.items() if f.findings is not None and not f.findings.beats_mean
     )
     return {"surfaces": surfaces, "no_optimum": unnamed, "desirability": analysis.desirability,
-            "pareto": analysis.pareto, "paths": _paths(analysis, surfaces)}  # fmt: skip
+            "pareto": analysis.pareto, "paths": _paths(analysis, surfaces),
+            "learning": analysis.learning}  # fmt: skip
 
 
 def _paths(analysis: StudyAnalysis, surfaces: dict) -> dict[str, pd.DataFrame]:
@@ -122,6 +124,25 @@ def _paths(analysis: StudyAnalysis, surfaces: dict) -> dict[str, pd.DataFrame]:
         if path is not None:
             out[name] = path.table
     return out
+
+
+def _learning_html(analysis: StudyAnalysis) -> str:
+    """Where each point's learning curve stands against each baseline at the last mark, and
+    whether it is still rising (:mod:`analysis.stats.learning_curve`); nothing without one."""
+    curves = analysis.learning
+    if curves is None:
+        return ""
+    marks = sorted(int(s) for s in curves.table["step"].unique())
+    lead = (f"{curves.metric} at {len(marks)} evaluation marks ({marks[0]:,} to {marks[-1]:,} "
+            "examples), each design point's mean over its replicates, against each baseline at "
+            "the last mark. A budget at which a rising curve would reach a baseline is an "
+            "extrapolation of a line in log examples through its last marks, never a "
+            "measurement.")  # fmt: skip
+    if not curves.baselines:
+        lead += " No baseline measured this probe."
+    items = "".join(f"<li>{html.escape(s)}</li>" for s in curves.sentences())
+    return (f'<h2 id="learning-curves">Learning curves</h2><p>{html.escape(lead)}</p>'
+            + (f"<ul>{items}</ul>" if items else ""))  # fmt: skip
 
 
 def _desirability_html(analysis: StudyAnalysis) -> str:
@@ -605,6 +626,7 @@ def write_report(
         f"""{top.html()}
 {_baselines_html(analysis)}
 {marker}
+{_learning_html(analysis)}
 {_desirability_html(analysis)}
 {_pareto_html(analysis)}
 <h2 id="surfaces">Response surfaces</h2>{fits}

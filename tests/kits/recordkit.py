@@ -39,13 +39,15 @@ def record_study(
     spec=None,
     truth=default_truth,
     heldout_items: int | None = None,
+    marks: int = 2,
 ) -> str:
     """The default study (or ``spec``), finished, in ``folder/mlflow.db``, each trial's finals
     ``truth(u, v, replicate, i)`` at u = log2(τ/0.1), v = log2(B/64) (by default
     :func:`default_truth`: its model beats the mean and names an optimum; z/align and z/uniform
     are smooth in both factors). Returns the store's URI. ``goals``: the study file's goals
     (``search_spaces.spec.Goal``); ``heldout_items``: the held-out items each trial says its
-    accuracies count over (``trial/heldout_items``; none by default, as older records)."""
+    accuracies count over (``trial/heldout_items``; none by default, as older records);
+    ``marks``: the evaluations of each trial, evenly spaced, the metrics rising to the finals."""
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     spec = spec or load_spec(None)
     spec = spec.model_copy(update={"study": name, "goals": tuple(goals) or spec.goals})
@@ -58,7 +60,7 @@ def record_study(
         final = truth(math.log2(tau / 0.1), math.log2(batch / 64), plan.replicate, i)
         run = record.ensure_trial_run(plan, parent, spec.sha)
         record.begin_attempt(run)
-        for step, share in ((budget // 2, 0.5), (budget, 1.0)):
+        for step, share in ((budget * k // marks, k / marks) for k in range(1, marks + 1)):
             metrics = {k: value * (0.5 + share / 2) for k, value in final.items()}
             record.log_evaluation(run, {"train/examples_seen": step, **metrics}, step)
         summary = {"status": "finished", "examples_seen": budget, "wall_s": 1.0, "steps": 10}

@@ -1,7 +1,8 @@
 """Figures of a study's results frame (see ``analysis.reading.load``), drawn with matplotlib.
 
 One private module per figure, as in Optuna's visualization package: ``_plane`` (the
-alignment–uniformity plane), ``_trajectories``, ``_main_effects``, ``_interactions``,
+alignment–uniformity plane), ``_trajectories``, ``_learning_curves`` (probe accuracy against
+examples seen, beside the baselines), ``_main_effects``, ``_interactions``,
 ``_phase_diagram``, ``_probe_vs_temperature``, ``_surface_contours``, ``_class_spread`` (per-class
 geometry by design point) and ``_shift`` (accuracy under corruption); ``_common`` holds what they
 share (labels, number formats, colours, cell tables, level and log axes) and ``_all`` makes every
@@ -26,6 +27,7 @@ from analysis.report.plots._all import (
 )
 from analysis.report.plots._class_spread import class_spread, class_spread_table
 from analysis.report.plots._interactions import interaction_table, interactions
+from analysis.report.plots._learning_curves import learning_curves_figure
 from analysis.report.plots._main_effects import main_effect_table, main_effects
 from analysis.report.plots._phase_diagram import phase_diagram, phase_table
 from analysis.report.plots._plane import (
@@ -51,6 +53,7 @@ __all__ = [
     "interaction_table",
     "interactions",
     "iter_figures",
+    "learning_curves_figure",
     "main_effect_table",
     "main_effects",
     "phase_diagram",

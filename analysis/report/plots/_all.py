@@ -21,6 +21,7 @@ from analysis.report.plots import (
     _class_spread,
     _desirability,
     _interactions,
+    _learning_curves,
     _main_effects,
     _pareto,
     _phase_diagram,
@@ -44,6 +45,7 @@ from analysis.report.plots._common import (
 )
 from analysis.report.plots._desirability import desirability_contours
 from analysis.report.plots._interactions import interactions
+from analysis.report.plots._learning_curves import learning_curves_figure
 from analysis.report.plots._main_effects import main_effects
 from analysis.report.plots._pareto import pareto_figure
 from analysis.report.plots._phase_diagram import _PHASE_METRICS, phase_diagram
@@ -57,6 +59,7 @@ from analysis.report.plots._trajectories import trajectories
 _FIGURE_MODULES = (
     _plane,
     _trajectories,
+    _learning_curves,
     _main_effects,
     _interactions,
     _phase_diagram,
@@ -88,6 +91,8 @@ _TITLES = (
     (r"plane_(?P<space>\w+)", "Alignment against uniformity of every trial, {space_name}"),
     (r"trajectories_(?P<space>\w+)",
      "Each trial's path in alignment and uniformity over training, {space_name}"),
+    (r"learning_curves", "Probe accuracy against examples seen, per design point, beside the "
+                         "baselines"),
     (r"main_effects", "Main effects: the response's mean at each level of each factor"),
     (r"interactions",
      "Interactions: the response's mean against one factor, a line per level of another"),
@@ -298,11 +303,14 @@ def iter_figures(
     desirability: Any = None,
     pareto: Any = None,
     paths: dict[str, Any] | None = None,
+    learning: Any = None,
 ) -> Iterator[tuple[str, Figure]]:
     """:func:`all_figures`, one (name, figure) at a time, each made when asked for: what
     :func:`save_figures` draws while the next are made."""
     surfaces = surfaces or {}
     yield from _plane_figures(df, history, response)
+    if learning is not None:  # analysis.stats.learning_curve.LearningCurves
+        yield "learning_curves", learning_curves_figure(learning)
     yield from _effect_figures(df, response)
     yield from _temperature_figures(df, response)
     yield from _contour_figures(surfaces, no_optimum, paths or {})
@@ -321,6 +329,7 @@ def all_figures(
     desirability: Any = None,
     pareto: Any = None,
     paths: dict[str, Any] | None = None,
+    learning: Any = None,
 ) -> dict[str, Figure]:
     """Every figure that applies to this study, by file name: the plane in z and h, trajectories
     (given a history), main effects and interactions of ``response``, temperature × candidates
@@ -335,7 +344,7 @@ def all_figures(
     under
     corruption (when shift-test columns are)."""
     return dict(iter_figures(df, history, surfaces, response, no_optimum, desirability, pareto,
-                             paths))  # fmt: skip
+                             paths, learning))  # fmt: skip
 
 
 def _desirability_figures(found: Any, surfaces: dict[str, Any]) -> Iterator[tuple[str, Figure]]:
