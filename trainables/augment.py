@@ -38,7 +38,9 @@ def parse_augmentation(spec: str) -> tuple[str, ...]:
     return names
 
 
-def strength_parameters(component: str, strength: float) -> dict[str, float]:
+def strength_parameters(
+    component: str, strength: float, crop_area_min: float | None = None
+) -> dict[str, float]:
     """The parameters of one component at strength s (``strength``, >= 0; 0: the identity).
 
     crop: box area uniform in [``area_min``, 1] (1 - 0.92 s, at least 0.08), aspect ratio
@@ -49,12 +51,13 @@ def strength_parameters(component: str, strength: float) -> dict[str, float]:
     (0.2 min(s, 1)); blur: with probability ``p`` (0.5), sigma up to ``sigma_per_32px`` (2 s) per
     32 px of side; noise: Gaussian ``std`` (0.1 s) on [0, 1] pixels (vectors: ``vector_noise``
     s instead); erase: with probability ``p`` (0.5), one box of area uniform in [``area_min``,
-    ``area_max``] (0.02 min(s, 1), 0.33 s) of the image.
+    ``area_max``] (0.02 min(s, 1), 0.33 s) of the image. ``crop_area_min`` (a trial's own,
+    when set) replaces the crop's ``area_min``.
     """
     s = float(strength)
     if component == "crop":
-        return {"area_min": min(1.0, max(0.08, 1 - 0.92 * s)), "aspect_min": (3 / 4) ** s,
-                "aspect_max": (4 / 3) ** s}  # fmt: skip
+        area = min(1.0, max(0.08, 1 - 0.92 * s)) if crop_area_min is None else crop_area_min
+        return {"area_min": area, "aspect_min": (3 / 4) ** s, "aspect_max": (4 / 3) ** s}
     if component == "flip":
         return {"p": 0.5 * min(1.0, s)}
     if component == "rotate":

@@ -59,8 +59,8 @@ PREFIXES = ("probe/", "h/", "z/")
 # The fields a baseline depends on besides the data (trainables.sources.DATA_FIELDS): the model's
 # architecture, the evaluation's probes and views, and for a supervised encoder its training.
 ARCHITECTURE_FIELDS = (
-    "encoder", "mlp_hidden", "activation", "feature_dim", "projection", "projection_hidden",
-    "projection_dim",
+    "encoder", "mlp_hidden", "activation", "cnn_width", "cnn_grid", "feature_dim", "projection",
+    "projection_hidden", "projection_dim",
 )  # fmt: skip
 EVALUATION_FIELDS = (
     "knn_k", "knn_temperature", "linear_probe", "linear_probe_iters", "augmentation",

@@ -82,6 +82,11 @@ class TrialConfig(ReadsText, KnownNames):
 
     # model
     encoder: Literal["mlp", "small_cnn", "resnet18"] = "small_cnn"
+    # small_cnn only (as mlp_hidden is mlp's): the first block's channels (the second and third
+    # have twice and four times as many) and the grid its last feature map is pooled to before
+    # the linear map to h: 1 pools globally (h keeps no spatial layout); 2 or 3 keep a coarse grid
+    cnn_width: int = Field(32, ge=4)
+    cnn_grid: int = Field(1, ge=1, le=4)
     mlp_hidden: tuple[int, ...] = (256, 256)
     activation: Literal["relu", "tanh"] = "relu"
     feature_dim: int = Field(128, ge=1)
@@ -111,6 +116,9 @@ class TrialConfig(ReadsText, KnownNames):
     # views
     augmentation: str = "crop+flip"
     aug_strength: float = Field(1.0, ge=0, allow_inf_nan=False)
+    # the crop component only: the smallest share of the image's area a crop keeps (its scale
+    # range is [crop_area_min, 1]); None: the strength's (1 - 0.92 aug_strength, at least 0.08)
+    crop_area_min: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
 
     # evaluation and probes
     eval_marks: int = Field(4, ge=1)

@@ -486,6 +486,7 @@ def make_augment(config: TrialConfig, data: DataBundle) -> ViewAugment:
     return ViewAugment(
         config.augmentation_components, config.aug_strength,
         kind=data.kind, vector_noise=data.vector_noise, fill=fill,
+        crop_area_min=config.crop_area_min,
     )  # fmt: skip
 
 

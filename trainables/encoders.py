@@ -21,20 +21,23 @@ def mlp(in_dim: int, hidden: tuple[int, ...], out_dim: int, activation: str) -> 
     return nn.Sequential(*layers)
 
 
-def small_cnn(in_channels: int, out_dim: int) -> nn.Sequential:
-    """Three conv blocks for small images (digits 8×8 up to 32×32), global pooling, linear."""
+def small_cnn(in_channels: int, out_dim: int, width: int = 32, grid: int = 1) -> nn.Sequential:
+    """Three conv blocks for small images (digits 8×8 up to 32×32) of ``width``, 2 ``width``
+    and 4 ``width`` channels, the last feature map average-pooled to a ``grid`` × ``grid`` grid
+    (1: global pooling), then linear to ``out_dim``: with a grid of 2 or 3, h keeps a coarse
+    spatial layout that global pooling discards."""
 
     def block(a: int, b: int) -> list[nn.Module]:
         return [nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b), nn.ReLU()]
 
     return nn.Sequential(
-        *block(in_channels, 32),
-        *block(32, 64),
+        *block(in_channels, width),
+        *block(width, 2 * width),
         nn.MaxPool2d(2),
-        *block(64, 128),
-        nn.AdaptiveAvgPool2d(1),
+        *block(2 * width, 4 * width),
+        nn.AdaptiveAvgPool2d(grid),
         nn.Flatten(),
-        nn.Linear(128, out_dim),
+        nn.Linear(4 * width * grid * grid, out_dim),
     )
 
 
@@ -85,7 +88,8 @@ def build_model(config: TrialConfig, input_shape: tuple[int, ...]) -> Contrastiv
         encoder = mlp(in_dim, config.mlp_hidden, config.feature_dim, config.activation)
         feature_dim = config.feature_dim
     elif config.encoder == "small_cnn":
-        encoder, feature_dim = small_cnn(input_shape[0], config.feature_dim), config.feature_dim
+        encoder = small_cnn(input_shape[0], config.feature_dim, config.cnn_width, config.cnn_grid)
+        feature_dim = config.feature_dim
     else:
         encoder, feature_dim = resnet18_cifar(input_shape[0]), 512
     head = projection_head(

@@ -59,6 +59,7 @@ class ViewAugment:
         kind: ``"image"`` for (B, C, H, W) in [0, 1], ``"vector"`` for (B, D).
         vector_noise: noise std at s = 1 for vectors (the toy generator's view noise).
         fill: C values for erased pixels (the dataset mean), default 0.
+        crop_area_min: the crop's smallest area share, replacing the strength's (None: keep it).
     """
 
     def __init__(
@@ -69,12 +70,14 @@ class ViewAugment:
         kind: str = "image",
         vector_noise: float = 0.0,
         fill: tuple[float, ...] | Tensor | None = None,
+        crop_area_min: float | None = None,
     ) -> None:
         self.components = tuple(components)
         self.strength = float(strength)
         self.kind = kind
         self.vector_noise = vector_noise
         self.fill = fill
+        self.crop_area_min = crop_area_min
 
     def __call__(self, x: Tensor, g: torch.Generator) -> Tensor:
         s = self.strength
@@ -105,7 +108,7 @@ class ViewAugment:
         w = h = torch.ones(b, device=dev)
         cx = cy = torch.zeros(b, device=dev)
         if "crop" in self.components:
-            crop = strength_parameters("crop", s)
+            crop = strength_parameters("crop", s, self.crop_area_min)
             area = _uniform(g, b, crop["area_min"], 1.0, dev)
             log_ratio = _uniform(
                 g, b, math.log(crop["aspect_min"]), math.log(crop["aspect_max"]), dev

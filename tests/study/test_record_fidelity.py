@@ -43,6 +43,7 @@ EVERY_FIELD = {
     "data_seed": 7, "image_size": 24, "heldout_size": 111, "probe_train_size": 222,
     "toy_classes": 5, "toy_dim": 9, "toy_spread": 0.25, "toy_noise": 0.125,
     "toy_train_size": 1000, "toy_photos_per_item": 3, "encoder": "mlp", "mlp_hidden": (64, 32),
+    "cnn_width": 16, "cnn_grid": 2, "crop_area_min": 0.3,
     "activation": "tanh", "feature_dim": 17, "projection": "linear", "projection_hidden": 33,
     "projection_dim": 12, "objective": "align_uniform", "temperature": 0.3, "lam_t": 1e-4,
     "uniform_t": 3.0, "align_alpha": 1.5, "group_policy": "mask", "batch_size": 96,

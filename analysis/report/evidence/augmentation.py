@@ -25,10 +25,11 @@ class AugmentationInfo:
     magnitude: Callable[[float], str]
 
 
-def _magnitude_words(component: str, s: float) -> str:
+def _magnitude_words(component: str, s: float, crop_area_min: float | None = None) -> str:
     """One component's parameters at strength s, in words (the table is
-    :func:`trainables.augment.strength_parameters`)."""
-    p = strength_parameters(component, s)
+    :func:`trainables.augment.strength_parameters`; ``crop_area_min``: a trial's own crop
+    scale)."""
+    p = strength_parameters(component, s, crop_area_min)
     if component == "crop":
         return (
             f"area {p['area_min']:.2f}-1 of the image, aspect "
@@ -135,6 +136,10 @@ def _magnitude(df: pd.DataFrame, name: str, s: float) -> str:
     noise = _num(df, "toy_noise")
     if name == "noise" and "toy" in _distinct(df, "dataset") and noise is not None:
         return f"additive Gaussian on toy vectors, std toy_noise x s = {_range(noise * s)}"
+    areas = _num(df, "crop_area_min")
+    areas = [] if areas is None else sorted(set(areas.dropna()))
+    if name == "crop" and areas:  # the trials' own crop scale, not the strength's
+        return "; ".join(_magnitude_words("crop", s, float(a)) for a in areas)
     return AUGMENTATION_INFO[name].magnitude(s)
 
 

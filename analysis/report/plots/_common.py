@@ -76,7 +76,8 @@ KNOWN_METRICS = (
 )  # fmt: skip
 KNOWN_FACTORS = (
     "temperature", "lam_t", "uniform_t", "align_alpha", "batch_size", "budget_examples",
-    "base_lr", "momentum", "weight_decay", "warmup_fraction", "aug_strength", "feature_dim",
+    "base_lr", "momentum", "weight_decay", "warmup_fraction", "aug_strength", "crop_area_min",
+    "cnn_width", "cnn_grid", "feature_dim",
     "projection_hidden", "projection_dim", "knn_k", "knn_temperature", "toy_classes", "toy_dim",
     "toy_spread", "toy_noise", "toy_train_size", "toy_photos_per_item", "image_size",
     "heldout_size", "probe_train_size", "eval_marks", "linear_probe_iters", "collapse_std",
