@@ -9,6 +9,7 @@ not known is refused (exit 2, nothing written) with the closest known names
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import platform
 import re
@@ -996,11 +997,14 @@ def main() -> None:
     then tearing down every module one at a time: for a driver that has Ray, MLflow, pyarrow and
     matplotlib loaded, that teardown alone took 1.2-2.8 s after the study had ended and said
     so. An exception that escapes the command still ends the usual way, with its traceback."""
+    code: object = 0
     try:
         app()
     except SystemExit as done:
-        _exit_now(done.code)
-    _exit_now(0)
+        code = done.code
+    # out of the except block: the exit's traceback, and the frames it holds (a bucket's
+    # S3FileSystem among their locals), are released before pyarrow's exit handler finalizes S3
+    _exit_now(code)
 
 
 def _exit_now(code: object) -> NoReturn:
@@ -1012,6 +1016,10 @@ def _exit_now(code: object) -> NoReturn:
         print(code, file=sys.stderr)
         code = 1
     join_non_daemon_threads()  # joins the threads that are not daemons, stops the pools' workers
+    # objects left in reference cycles go first: an S3 client alive while pyarrow finalizes S3
+    # can crash the process at exit (apache/arrow#38352, #41087), which read as a SIGSEGV'd
+    # driver after it had been refused with exit 2
+    gc.collect()
     run_exit_handlers()  # logging's flush, Ray's and MLflow's own handlers, finalizers
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
