@@ -20,6 +20,7 @@ SHIPPED = [
     "cifar10_tau_batch_aug",
     "align_uniform_lam_t",
     "toy_phase_diagram",
+    "fashion_mnist_recipe",
 ]
 
 
