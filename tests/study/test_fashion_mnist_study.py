@@ -26,11 +26,14 @@ def test_the_shipped_fashion_mnist_study_runs_in_smoke_mode(workdir, shared_ray)
     outcome = run_study("fashion_mnist_tau_batch", smoke=True, tracking_uri=uri,
                         storage=workdir / "studies", quiet=True, figures=False,
                         max_concurrent=1)  # fmt: skip
-    name = "fashion-mnist-tau-batch-smoke"
+    name = "fashion-mnist-tau-batch-recipe-smoke"
     assert outcome.ok and outcome.counts == {"FINISHED": 4}
     children = child_runs(uri, name)
     assert {r.data.params["dataset"] for r in children} == {"fashion_mnist"}
     assert {r.data.params["image_size"] for r in children} == {"14"}
+    # the recipe the recipe study chose (search_spaces/fashion_mnist_recipe.yaml)
+    assert {r.data.params["cnn_grid"] for r in children} == {"3"}
+    assert {r.data.params["crop_area_min"] for r in children} == {"0.6"}
     seen = {r.data.metrics["trial/examples_seen"] for r in children}
     assert len(seen) == 1  # compute-matched
     (parent,) = parent_runs(uri, name)
