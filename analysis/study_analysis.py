@@ -120,8 +120,7 @@ def analyse(
     metric = target["metric"]
     step = next_step(results, fits.get(metric), directions.get(metric), best, fitted.items)
     objectives = results.attrs.get("objectives") or []
-    learning = None if history is None or metric not in history else learning_curves(
-        history, metric, baseline_values(results, metric), fitted.items)  # fmt: skip
+    learning = learning_curves(history, metric, baseline_values(results, metric), fitted.items)
     return StudyAnalysis(
         study=fitted.study,
         n_trials=fitted.n_trials,

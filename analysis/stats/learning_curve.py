@@ -30,6 +30,9 @@ from analysis.stats.units import level as said
 # evaluation marks a study needs before its curves are read (the report draws none with fewer)
 MIN_MARKS = 3
 TAIL = 3  # the last marks the log-linear fit reads: the curve's current slope, not its start
+# below one held-out item, or below this where the items are not known: a least-squares fit's
+# rounding on a constant curve, not a rise or a gap
+FLAT = 1e-9
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ def learning_curves(
     table = point_curves(history, metric)
     if table.empty or table.groupby("point_id")["step"].nunique().max() < MIN_MARKS:
         return None
-    item = 1 / items if items else 0.0
+    tolerance = max(1 / items if items else 0.0, FLAT)
     standings = []
     for point, curve in table.groupby("point_id", sort=True):
         if curve["step"].nunique() < MIN_MARKS:
@@ -138,11 +141,11 @@ def learning_curves(
         a, b = log_line(tail["step"].to_numpy(), tail["mean"].to_numpy())
         steps = tail["step"].to_numpy(dtype=float)
         rise = b * math.log(steps[-1] / steps[0])
-        rising = b > 0 and rise >= max(item, 1e-12)
+        rising = b > 0 and rise >= tolerance
         last = curve.iloc[-1]
         for name, value in baselines.items():
             gap = float(last["mean"]) - value
-            state = "level" if abs(gap) < max(item, 1e-12) else ("above" if gap > 0 else "below")
+            state = "level" if abs(gap) < tolerance else ("above" if gap > 0 else "below")
             crossing = crossing_budget(a, b, value) if rising and state == "below" else None
             standings.append(Standing(str(point), name, float(value), float(last["mean"]),
                                       int(last["step"]), state, bool(rising),
