@@ -21,6 +21,7 @@ SHIPPED = [
     "align_uniform_lam_t",
     "toy_phase_diagram",
     "fashion_mnist_recipe",
+    "fashion_mnist_long",
 ]
 
 
