@@ -32,6 +32,7 @@ import yaml
 from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPlan, build_design
 from search_spaces.spec import StudyError, StudySpec, in_file, load_spec, smoke_spec
 from study.baselines import measure_for_study
+from study.cluster import LOST_AFTER_S, reach_cluster, watch_cluster
 from study.commands import shell_command, tool, ui_command
 from study.export import export_parquet
 from study.internals.mlflow import store_engine
@@ -460,10 +461,10 @@ def start_ray(
 
     if ray.is_initialized():
         return False
+    quiet_token_auth_notice()
     if address:
         ray.init(address=address, log_to_driver=False, logging_level="WARNING")
         return True
-    quiet_token_auth_notice()
     for name, value in LOCAL_RAY_TRAIN_SETTINGS.items():  # a user's own setting wins
         os.environ.setdefault(name, value)
     capacity = local_capacity()
@@ -801,9 +802,12 @@ def run_study(
         raise in_file(err, spec_path) from None
     tracking_uri = tracking_uri or default_tracking_uri()
     recorded = preflight(spec, design, tracking_uri, address)
+    typed_address = address
+    if address:  # the cluster is reached before anything is recorded: refused in seconds
+        address = reach_cluster(address)
     storage = checked_storage(storage)
     study = storage.sub(spec.study)
-    rerun = _rerun_command(spec_path, smoke, tracking_uri, storage, figures)
+    rerun = _rerun_command(spec_path, smoke, tracking_uri, storage, figures, typed_address)
     artifacts = storage.uri_of("mlartifacts") if tracking_uri.startswith("sqlite") else None
 
     # the lease comes before anything is run or ended: a live driver's runs are its own
@@ -889,10 +893,11 @@ def _run_trials(
         trial_s = 0.0
         if schedule.remaining:
             ray_here.start()
-            trial_s = launch(
-                spec, schedule, record, parent_id, study=study, address=ray_here.address,
-                max_concurrent=max_concurrent, quiet=quiet,
-            )  # fmt: skip
+            with _cluster_watched(ray_here.address, spec, rerun):
+                trial_s = launch(
+                    spec, schedule, record, parent_id, study=study, address=ray_here.address,
+                    max_concurrent=max_concurrent, quiet=quiet,
+                )  # fmt: skip
         elif not quiet:
             print(f"study {spec.study}: all {schedule.total} trials FINISHED; nothing to run")
         return schedule, trial_s
@@ -909,6 +914,42 @@ def _run_trials(
     if interrupted:
         end_runs(record, parent_id, "KILLED")
         raise KeyboardInterrupt  # SIGINT stays held: run_study ends the rest and releases it
+
+
+@contextlib.contextmanager
+def _cluster_watched(address: str | None, spec: StudySpec, rerun: str):
+    """While the trials run on a cluster joined at ``address``: should its head stop answering,
+    every unfinished run of the study is ended KILLED, the driver says so with the command that
+    resumes it, and exits 1, as a stop signal's watchdog does, in seconds rather than Ray's 60 s
+    wait, after which Ray's core would end the process with every run left RUNNING."""
+    if not address:
+        yield
+        return
+
+    def lost() -> None:
+        if _cleaned.is_set() or not _open_study:
+            return
+        record, parent_id, _ = _open_study[-1]
+        with contextlib.suppress(Exception):
+            record.end_unfinished(parent_id, "KILLED")
+        _cleaned.set()
+        print(_cluster_lost_words(spec, address, rerun), file=sys.stderr, flush=True)
+        exit_now(1)
+
+    stop = watch_cluster(address, lost)
+    try:
+        yield
+    finally:
+        stop.set()
+
+
+def _cluster_lost_words(spec: StudySpec, address: str, rerun: str) -> str:
+    return (
+        f"study {spec.study!r} stopped: the Ray cluster at {address} stopped answering mid-study "
+        f"(its head is gone for {LOST_AFTER_S:g} s); every run of it that was not finished "
+        "ended KILLED (none is left RUNNING). Resume it once the cluster is back (finished "
+        f"trials are kept, the others continue from their checkpoints): {rerun}"
+    )
 
 
 def end_runs(record: StudyRecord, parent_id: str, status: str, tries: int = 3) -> None:
@@ -1043,11 +1084,13 @@ def _interrupted(spec: StudySpec, rerun: str, recorded: bool, signum: int = sign
 
 def _rerun_command(
     spec_path: str | Path | None, smoke: bool, tracking_uri: str, storage: Storage,
-    figures: bool = True,
+    figures: bool = True, address: str | None = None,
 ) -> str:  # fmt: skip
     argv = [tool("study"), "run"]
     if spec_path is not None:
         argv.append(str(Path(spec_path).resolve()) if Path(spec_path).exists() else str(spec_path))
+    if address:  # as typed: `auto` finds the cluster again wherever its head now is
+        argv += ["--address", address]
     if smoke:
         argv.append("--smoke")
     if not figures:

@@ -60,3 +60,37 @@ def set_tune_propagated_env_vars(names: set[str]) -> None:
     cache = _class_cache()
     if cache is not None and hasattr(cache, "ENV_VARS_TO_PROPAGATE"):
         cache.ENV_VARS_TO_PROPAGATE = names
+
+
+# ---------------------------------------------------------------------------------------------
+# reaching a cluster (study.cluster)
+# ---------------------------------------------------------------------------------------------
+try:  # Ray's own refusal of a driver's token (Ray 2.52 on); on an older Ray no call raises it
+    from ray.exceptions import AuthenticationError
+except ImportError:  # pragma: no cover - an older Ray
+
+    class AuthenticationError(Exception):  # type: ignore[no-redef]
+        """Never raised: a Ray without token authentication."""
+
+
+def recorded_cluster_address() -> str | None:
+    """The address of the cluster ``ray start`` last recorded on this node
+    (``<RAY_TMPDIR or /tmp/ray>/ray_current_cluster``), or None. Why internal: Ray's public
+    ``ray.init(address="auto")`` also joins any Ray process it finds on the machine (its legacy
+    fallback), which on a laptop is another study's own local Ray; this reads only the record.
+    On a Ray without it, None (``--address auto`` then asks for an address)."""
+    try:
+        from ray._private.utils import read_ray_address
+    except ImportError:
+        return None
+    return read_ray_address(None) or None
+
+
+def gcs_node_count(address: str) -> int:
+    """How many nodes the cluster's GCS at ``address`` knows, asked with this process's token:
+    raises :class:`AuthenticationError` at once when the cluster refuses the token. Why
+    internal: Ray's public way in, ``ray.init``, retries a refused token for 20 s and then says
+    only that it could not connect."""
+    from ray._raylet import GcsClient
+
+    return len(GcsClient(address=address, cluster_id=None).get_all_node_info(timeout=10))
