@@ -44,6 +44,7 @@ from analysis.reading.record import (
     GOALS_TAG,
     OBJECTIVES_TAG,
     PARENT,
+    PLACEMENT,
     ROLE_TAG,
     STUDY_TAG,
     TRIAL,
@@ -96,6 +97,7 @@ def _bind_mlflow() -> None:
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
 
 SPEC_ARTIFACT = "study.yaml"
+ATTEMPT_STARTED_TAG = "study.attempt_started"
 # A trial's evidence beyond its metrics lands in its run under evidence/: the tables as CSV,
 # the source-return panel as PNG.
 EVIDENCE_ARTIFACTS = "evidence"
@@ -818,7 +820,12 @@ class StudyRecord:
         attempts = int(run.data.tags.get("study.attempts", "0")) + 1
         seen = run.data.metrics.get("train/examples_seen")
         note = self._note_status(run, f"running (attempt {attempts})", seen or 0)
-        self.client.log_batch(run_id, tags=[RunTag("study.attempts", str(attempts)), note])
+        # when this attempt took its resources (epoch ms, as MLflow's own times): the run's
+        # start_time is when it was scheduled, and its end_time closes the window
+        started = RunTag(ATTEMPT_STARTED_TAG, str(int(time.time() * 1000)))
+        self.client.log_batch(
+            run_id, tags=[RunTag("study.attempts", str(attempts)), started, note]
+        )
         self.client.update_run(run_id, status="RUNNING")
 
     def log_evaluation(self, run_id: str, result: dict[str, Any], step: int) -> None:
@@ -844,8 +851,8 @@ class StudyRecord:
             RunTag("study.trial_status", status),
             self._note_status(self.client.get_run(run_id), status, seen),
         ]
-        if summary.get("node_id"):
-            tags.append(RunTag("study.node_id", str(summary["node_id"])))
+        tags += [RunTag(f"study.{name}", str(summary[name]))
+                 for name in PLACEMENT if summary.get(name) is not None]  # fmt: skip
         stamp = int(time.time() * 1000)
         final = [
             Metric(f"trial/{k}", float(summary[k]), stamp, int(summary.get("examples_seen", 0)))

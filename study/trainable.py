@@ -74,16 +74,77 @@ def run_study_trial(payload: dict[str, Any]) -> None:
 
     trial = open_storage(plan["trial_uri"])
     write_pid(trial, PID_FILE)
+    config = TrialConfig(**plan["trial"])
+    where = placement(config, plan.get("gpu", 0.0))  # refused here: a GPU share without CUDA
     # CPU threads capped to the trial's share, and GPU memory to its fraction when trials share
     # a GPU (resources.gpu below 1), so trials on one machine do not starve each other
     claim_share(plan.get("cpu", 1), plan.get("gpu", 0.0))
-    config = TrialConfig(**plan["trial"])
     reporter = TuneReporter(trial)
     try:
         result = run_trial(config, reporter)
     finally:
         reporter.checkpoints.release()  # the local copy of the checkpoint it resumed from
-    tune.report(final_report(result, reporter.node_id))
+    tune.report(final_report(result, reporter.node_id) | where)
+
+
+class NoAcceleratorError(RuntimeError):
+    """A trial holds a share of a GPU, but torch on its node sees no CUDA device."""
+
+
+def placement(config: TrialConfig, gpu: float) -> dict[str, str]:
+    """Where this trial runs, as its child run and results.parquet record it: the node's
+    address (``node_ip``; its Ray id is ``node_id``), the accelerator ids Ray assigned to it
+    (``gpu_ids``: ``ray.get_gpu_ids()``, comma-separated, empty without a GPU share) and the
+    device it trains on (``device``).
+
+    Raises:
+        NoAcceleratorError: the trial holds ``gpu`` > 0 of a GPU but torch sees no CUDA device
+            and the study did not say ``device: cpu``: it would train on the CPU in silence, at
+            a fraction of the speed, while holding a GPU no other trial can use.
+    """
+    import ray
+    import torch
+
+    from trainables.train import resolve_device
+
+    node_ip = ray.util.get_node_ip_address()
+    gpu_ids = ",".join(str(i) for i in ray.get_gpu_ids())
+    if gpu > 0 and config.device != "cpu" and not torch.cuda.is_available():
+        raise NoAcceleratorError(no_cuda_words(gpu, gpu_ids, node_ip, _node_id()))
+    device = resolve_device(config)
+    if device.type == "cuda":
+        index = torch.cuda.current_device() if device.index is None else device.index
+        device = torch.device("cuda", index)
+    return {"node_ip": node_ip, "gpu_ids": gpu_ids, "device": str(device)}
+
+
+def no_cuda_words(gpu: float, gpu_ids: str, node_ip: str, node_id: str) -> str:
+    """Why a trial holding a GPU share refuses to train, and the fix."""
+    import os
+
+    import torch
+
+    build = torch.__version__
+    if torch.version.cuda is None:
+        what = f"a build without CUDA (torch {build})"
+        fix = (
+            "install a CUDA build of torch on that node (scripts/setup_env.sh installs one; "
+            "pip's +cpu wheels have none)"
+        )
+    else:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+        what = (
+            f"a CUDA {torch.version.cuda} build (torch {build}) that finds no device "
+            f"(CUDA_VISIBLE_DEVICES={visible}, torch.cuda.device_count() = "
+            f"{torch.cuda.device_count()}: no NVIDIA driver, or a driver older than the build)"
+        )
+        fix = "install the node's NVIDIA driver, or a torch build that matches it"
+    return (
+        f"the trial holds {gpu:g} GPU (Ray's GPU ids {gpu_ids or 'none'}) on node {node_ip} "
+        f"({node_id[:12] or 'outside Ray'}), but torch there is {what}, so it would train on "
+        f"the CPU in silence; {fix}, or set `device: cpu` in the study's trial block to train "
+        "on the CPU on purpose (and resources.gpu: 0 to leave the GPUs to others)"
+    )
 
 
 def final_report(result: dict[str, Any], node_id: str) -> dict[str, Any]:
@@ -177,6 +238,8 @@ def _data_parallel_worker(loop_config: dict[str, Any]) -> None:
     trial = open_storage(plan["trial_uri"])
     write_pid(trial, f"worker{rank}.pid")
     gpu = plan.get("gpu", 0.0)
+    config = TrialConfig(**plan["trial"])
+    where = placement(config, gpu)
     claim_share(plan.get("cpu", 1), gpu)
     if gpu > 0:  # this worker's own device is the current one (NCCL: one device per rank)
         from ray.train.torch import get_device
@@ -184,8 +247,8 @@ def _data_parallel_worker(loop_config: dict[str, Any]) -> None:
         torch.cuda.set_device(get_device())
     reporter = TrainReporter(trial, rank)
     try:
-        result = run_trial(TrialConfig(**plan["trial"]), reporter)
+        result = run_trial(config, reporter)
     finally:
         if reporter.checkpoints is not None:
             reporter.checkpoints.release()
-    train.report(final_report(result, reporter.node_id) if rank == 0 else {})
+    train.report(final_report(result, reporter.node_id) | where if rank == 0 else {})

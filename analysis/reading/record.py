@@ -34,6 +34,10 @@ OBJECTIVES_TAG = "study.objectives"
 # a confirmation study's chosen point and rival (search_spaces.spec.Confirms), JSON; "" when none
 CONFIRMS_TAG = "study.confirms"
 SCHEMA_VERSION = "1"
+# Where a trial ran, as its child run's tags ``study.<name>`` and results.parquet's columns: the
+# Ray node's id and address, the accelerator ids Ray assigned it (comma-separated, empty without
+# a GPU share) and the torch device it trained on (study.trainable.placement)
+PLACEMENT = ("node_id", "node_ip", "gpu_ids", "device")
 SUMMARY_METRICS = {
     "trial/wall_s": "wall_s",
     "trial/examples_seen": "examples_seen",
@@ -149,6 +153,7 @@ def trial_row(study: str, key: str, run, factors: list[str]) -> dict[str, Any]:
     row |= {"derived." + k.removeprefix("derived/"): v for k, v in derived.items()}
     row |= {k: v for k, v in metrics.items() if k not in SUMMARY_METRICS}
     row |= {column: metrics.get(k) for k, column in SUMMARY_METRICS.items()}
+    row |= {name: tags.get(f"study.{name}") for name in PLACEMENT}
     return row
 
 
