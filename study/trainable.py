@@ -95,7 +95,8 @@ def placement(config: TrialConfig, gpu: float) -> dict[str, str]:
     """Where this trial runs, as its child run and results.parquet record it: the node's
     address (``node_ip``; its Ray id is ``node_id``), the accelerator ids Ray assigned to it
     (``gpu_ids``: ``ray.get_gpu_ids()``, comma-separated, empty without a GPU share) and the
-    device it trains on (``device``).
+    device it trains on (``torch_device``; the config's ``device`` is what the study asked
+    for: ``auto`` resolves here).
 
     Raises:
         NoAcceleratorError: the trial holds ``gpu`` > 0 of a GPU but torch sees no CUDA device
@@ -115,7 +116,7 @@ def placement(config: TrialConfig, gpu: float) -> dict[str, str]:
     if device.type == "cuda":
         index = torch.cuda.current_device() if device.index is None else device.index
         device = torch.device("cuda", index)
-    return {"node_ip": node_ip, "gpu_ids": gpu_ids, "device": str(device)}
+    return {"node_ip": node_ip, "gpu_ids": gpu_ids, "torch_device": str(device)}
 
 
 def no_cuda_words(gpu: float, gpu_ids: str, node_ip: str, node_id: str) -> str:

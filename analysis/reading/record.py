@@ -36,8 +36,9 @@ CONFIRMS_TAG = "study.confirms"
 SCHEMA_VERSION = "1"
 # Where a trial ran, as its child run's tags ``study.<name>`` and results.parquet's columns: the
 # Ray node's id and address, the accelerator ids Ray assigned it (comma-separated, empty without
-# a GPU share) and the torch device it trained on (study.trainable.placement)
-PLACEMENT = ("node_id", "node_ip", "gpu_ids", "device")
+# a GPU share) and the torch device it trained on (``torch_device``; the TrialConfig's
+# ``device`` is what the study asked for) (study.trainable.placement)
+PLACEMENT = ("node_id", "node_ip", "gpu_ids", "torch_device")
 SUMMARY_METRICS = {
     "trial/wall_s": "wall_s",
     "trial/examples_seen": "examples_seen",

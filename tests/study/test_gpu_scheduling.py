@@ -72,7 +72,8 @@ def test_trials_share_each_gpu_four_at_a_time_and_record_where_they_ran(gpu_clus
     placements = []
     for run in runs:
         tags = run.data.tags
-        node, gpu_ids, device = tags["study.node_id"], tags["study.gpu_ids"], tags["study.device"]
+        node, gpu_ids = tags["study.node_id"], tags["study.gpu_ids"]
+        device = tags["study.torch_device"]
         assert node in nodes  # a live node of this cluster
         assert tags["study.node_ip"] == nodes[node]["NodeManagerAddress"]  # as Ray knows it
         assert device == "cpu"  # as the study said
@@ -91,7 +92,7 @@ def test_trials_share_each_gpu_four_at_a_time_and_record_where_they_ran(gpu_clus
     table = pq.read_table(tmp_path / "studies" / "gpu-packing" / "results.parquet").to_pylist()
     recorded = {(r.data.tags["study.trial_key"], r.data.tags["study.node_id"],
                  r.data.tags["study.gpu_ids"], "cpu") for r in runs}  # fmt: skip
-    assert {(row["trial_key"], row["node_id"], row["gpu_ids"], row["device"])
+    assert {(row["trial_key"], row["node_id"], row["gpu_ids"], row["torch_device"])
             for row in table} == recorded  # fmt: skip
 
 

@@ -47,8 +47,10 @@ def test_a_trial_reports_each_evaluation_then_its_final_numbers(tune, tmp_path):
     assert final["final"] == 1 and final["trial_status"] == "finished"
     assert final["node_id"] == "node-1"
     assert final["examples_seen"] == 1024 and final["steps"] == 8
+    assert final["torch_device"] == "cpu" and final["gpu_ids"] == ""  # where it trained
+    where = ("node_id", "node_ip", "gpu_ids", "torch_device")
     assert all(isinstance(v, int | float) for k, v in final.items()
-               if k not in ("trial_status", "node_id", EVIDENCE_KEY, CHECKS_KEY))  # fmt: skip
+               if k not in ("trial_status", *where, EVIDENCE_KEY, CHECKS_KEY))  # fmt: skip
     assert isinstance(json.loads(final[EVIDENCE_KEY]), dict)
     assert json.loads(final[CHECKS_KEY]) == {"info_nce_worked_example": "pass"}
     assert final["probe/knn_top1_h"] == evaluations[-1]["probe/knn_top1_h"]
@@ -109,3 +111,32 @@ def test_the_driver_imports_no_torch_on_a_machine_without_a_gpu_driver():
         assert int(gpus) == torch.cuda.device_count()
     else:
         assert (gpus, imported) == ("0", "False"), done.stderr[-2000:]
+
+
+def test_a_gpu_share_without_cuda_is_refused_before_training_unless_the_study_says_cpu(
+    monkeypatch,
+):
+    import torch
+
+    from study.trainable import NoAcceleratorError, placement
+    from trainables.config import TrialConfig
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on a CPU-only node
+    asked = preset("toy_seed002") | TINY
+    with pytest.raises(NoAcceleratorError, match=r"holds 0\.25 GPU .* set `device: cpu`"):
+        placement(TrialConfig(**asked | {"device": "auto"}), 0.25)
+    assert placement(TrialConfig(**asked | {"device": "cpu"}), 0.25)["torch_device"] == "cpu"
+    assert placement(TrialConfig(**asked | {"device": "auto"}), 0.0)["torch_device"] == "cpu"
+
+
+def test_the_refusal_names_a_cpu_build_of_torch_and_its_fix(monkeypatch):
+    import torch
+
+    from study.trainable import no_cuda_words
+
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(torch, "__version__", "2.14.1+cpu")
+    words = no_cuda_words(0.5, "1", "10.0.0.7", "abcdef0123456789")
+    assert "on node 10.0.0.7 (abcdef012345)" in words
+    assert "a build without CUDA (torch 2.14.1+cpu)" in words
+    assert "install a CUDA build of torch on that node" in words
