@@ -124,6 +124,14 @@ def test_a_cluster_that_refuses_the_drivers_token_is_refused(workdir, driver_env
     assert "InvalidAuthToken" not in done.stderr  # Ray's own retries are kept off the terminal
 
 
+@pytest.mark.slow
+def test_auto_never_joins_a_ray_that_this_node_did_not_record(workdir, driver_env, cluster):
+    """Ray's own ``auto`` falls back to any GCS process on the machine (ray-project/ray#26678,
+    #60991): on a shared machine or a laptop, another user's cluster or another study's Ray."""
+    done, seconds = run_refused(workdir, "auto", driver_env)
+    assert_refused(done, seconds, workdir, "--address auto: no Ray cluster runs on this node")
+
+
 @pytest.mark.long
 def test_a_cluster_lost_mid_study_ends_every_run_killed_with_the_resume_command(
     workdir, cluster
