@@ -951,6 +951,32 @@ def _check_metric(where: str, metric: str, reported: tuple[str, ...]) -> None:
         )
 
 
+UNMATCHABLE = re.compile(
+    r"^(?P<field>[\w.]+: )?budget_examples=(?P<budget>\d+) is unmatchable with "
+    r"batch_size=(?P<batch>\d+): it leaves a partial batch of (?P<left>\d+) examples"
+)
+
+
+def merged_budget_problems(spec: StudySpec, trials: list, said: list[str]) -> list[str]:
+    """The refusal's parts with every batch size the budget leaves a partial batch at said in
+    one sentence, with the budgets that would fit (:func:`fitting_budgets`): one fact, once,
+    however many batch sizes or design points meet it."""
+    found = [(part, UNMATCHABLE.match(part)) for part in said]
+    hits = [m for _, m in found if m]
+    if not hits:
+        return said
+    batches = sorted({(int(m["batch"]), int(m["left"])) for m in hits})
+    each = " and ".join(f"batch_size={b} (a partial batch of {left} examples)"
+                        for b, left in batches)  # fmt: skip
+    sentence = (
+        f"{hits[0]['field'] or ''}budget_examples={hits[0]['budget']} is unmatchable with "
+        f"{each}, and every trial must see exactly budget_examples examples in full batches; "
+        + fitting_budgets(spec, trials, [m.group(0) for m in hits])
+    )
+    rest = [part for part, m in found if not m]
+    return [sentence, *rest]
+
+
 def fitting_budgets(spec: StudySpec, trials: list, said: list[str]) -> str:
     """The budgets nearest the study's that every batch size of the study divides (their least
     common multiple's multiples): a refusal for an unmatchable budget says what would fit."""
@@ -964,7 +990,7 @@ def fitting_budgets(spec: StudySpec, trials: list, said: list[str]) -> str:
     below, above = (budget // step) * step, -(-budget // step) * step
     options = [b for b in (below, above) if b > 0 and b != budget]
     fits = " or ".join(f"{b:,}".replace(",", "") for b in sorted(set(options)))
-    return (f"trial.budget_examples: {budget} is not a multiple of every batch size "
+    return (f"choose a trial.budget_examples that every batch size divides "
             f"({', '.join(str(b) for b in sorted(sizes))}: their least common multiple is "
             f"{step}); the nearest budgets that fit all of them are {fits}")
 
@@ -1003,10 +1029,8 @@ def _fixed_design(spec: StudySpec) -> FixedDesign:
             trials.append(TrialPlan(f"p{index:03d}", replicate, seed, point.values, config,
                                     point.snapped, role=point.role))  # fmt: skip
     if problems:
-        said = list(problems.values())
-        if any("is unmatchable with batch_size" in p for p in said):
-            said.append(fitting_budgets(spec, trials, said))
-        raise StudyError("; ".join(s for s in said if s))
+        raise StudyError("; ".join(s for s in merged_budget_problems(spec, trials,
+                                                                    list(problems.values())) if s))
     examples = {t.config.examples_seen for t in trials}
     if len(examples) != 1:  # cannot happen while the budget is fixed; guard the invariant
         raise StudyError(f"trials would see different numbers of examples: {sorted(examples)}")

@@ -308,6 +308,9 @@ def test_bad_study_is_refused_before_ray(
     assert case.value in message, f"value {case.value!r} not named in: {message}"
     if case.id in EXPLAINS:
         assert EXPLAINS[case.id] in message, message
+    parts = message.split("; ")  # each problem said once: in one part, never again
+    assert len(parts) == len(set(parts)), message
+    assert sum(case.value in part for part in parts) == 1, message
     assert elapsed < 10, f"refusal took {elapsed:.1f} s"
     assert_nothing_ran(tmp_path)
 

@@ -59,6 +59,22 @@ def test_an_invalid_name_gets_a_valid_one(tmp_path, name, fixed):
 def test_a_budget_no_batch_size_divides_gets_the_nearest_that_fit_every_level(tmp_path):
     message = refused(tmp_path, "study: s\ntrial: {dataset: digits, budget_examples: 7000}\n"
                       "factors:\n  batch_size: {levels: [64, 96, 256]}\n", build=True)  # fmt: skip
-    assert ("trial.budget_examples: 7000 is not a multiple of every batch size (64, 96, 256: "
+    assert ("choose a trial.budget_examples that every batch size divides (64, 96, 256: "
             "their least common multiple is 768); the nearest budgets that fit all of them are "
             "6912 or 7680") in message  # fmt: skip
+
+
+@pytest.mark.parametrize(("levels", "unmatched"), [
+    ([64, 200], "batch_size=200 (a partial batch of 80 examples)"),
+    ([64, 200, 300], "batch_size=200 (a partial batch of 80 examples) and batch_size=300 "
+                     "(a partial batch of 180 examples)"),
+])  # fmt: skip
+def test_a_budget_a_batch_size_leaves_partial_is_said_once(tmp_path, levels, unmatched):
+    """Two checks catch the same fact (the trial's own and the design's budgets that fit): the
+    refusal says it in one sentence, each batch size once, whatever the number of points."""
+    message = refused(tmp_path, "study: s\ntrial: {dataset: digits, budget_examples: 7680}\n"
+                      "factors:\n  temperature: {levels: [0.1, 0.2, 0.5]}\n"
+                      f"  batch_size: {{levels: {levels}}}\n", build=True)  # fmt: skip
+    assert f"budget_examples=7680 is unmatchable with {unmatched}, and every" in message
+    assert message.count("7680") == 1 and message.count("unmatchable") == 1
+    assert message.count("full batches") == 1 and "at point" not in message
