@@ -424,6 +424,13 @@ def run(
     ] = True,
 ) -> None:
     """Run a study on Ray Tune; running an existing study again resumes it."""
+    from study.finished import finished_run_lines
+
+    done = finished_run_lines(spec, smoke=smoke, tracking_uri=tracking_uri, storage=storage)
+    if done is not None:  # nothing to run: the stored findings, without starting a driver
+        for line in done:
+            typer.echo(line)
+        return
     from study.runner import (
         StudyFailedError,
         StudyInterruptedError,
@@ -666,39 +673,11 @@ def _finished_trials(name: str, uri: str):
 
 
 def _stored_report(name: str, uri: str) -> str | None:
-    """The JSON summary the study's last report left on its parent run, when that report was
-    made from exactly the trials the record holds now (the planning basis beside it names them)
-    and its artifacts are on this machine; None otherwise (the report is made afresh). Reads
-    only: nothing is fitted, drawn or written."""
-    import json as _json
+    """The study's stored report summary, when it still holds
+    (:func:`study.finished.stored_report`)."""
+    from study.finished import stored_report
 
-    from analysis.reading.record import trial_status
-    from analysis.stats.power import BASIS_FILE, BASIS_VERSION, trials_fingerprint
-    from study.record import StudyRecord
-
-    try:
-        record = StudyRecord.existing(uri, name, read_only=True)
-    except LookupError:
-        return None
-    parent = record.parent()
-    folder = _local_folder(parent.info.artifact_uri) if parent is not None else None
-    if folder is None:
-        return None
-    basis, report = folder / "report" / BASIS_FILE, folder / "report" / "report.json"
-    if not (basis.is_file() and report.is_file()):
-        return None
-    trials = [(key, run.info.run_id, trial_status(run))
-              for key, run in sorted(record.trial_runs().items())]  # fmt: skip
-    try:
-        data = _json.loads(basis.read_text())
-    except ValueError:
-        return None
-    if data.get("version") != BASIS_VERSION or data.get("trials") != trials_fingerprint(trials):
-        return None
-    try:
-        return _json.dumps(_json.loads(report.read_text()), default=str)  # as a fresh one prints
-    except ValueError:
-        return None
+    return stored_report(name, uri)
 
 
 def _stored_basis(record, trials: list[tuple[str, str, str]], metric: str):

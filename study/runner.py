@@ -35,6 +35,7 @@ from study.baselines import measure_for_study
 from study.cluster import LOST_AFTER_S, reach_cluster, watch_cluster
 from study.commands import shell_command, tool, ui_command
 from study.export import export_parquet
+from study.finished import REPORT_DIR, RESULTS_FILE
 from study.internals.mlflow import store_engine
 from study.internals.python import exit_now
 from study.internals.ray import (
@@ -58,8 +59,6 @@ from study.record import (
 from study.storage import Storage, check_writable, open_storage
 from trainables.sources import check_data
 
-RESULTS_FILE = "results.parquet"
-REPORT_DIR = "report"
 # what a trial's worker imports: the trainable, the trial's loop with torch, and what the first
 # optimizer of every trial imports (study.internals.torch)
 TRIAL_MODULES = ["study.trainable", "trainables.train", DYNAMO_MODULE]

@@ -80,3 +80,41 @@ def test_status_names_a_study_that_is_starting(tmp_path):
     gone = _run(tmp_path, "status", "warming-up")  # a dead driver's lease: no study there
     assert gone.returncode == 2 and "no study named 'warming-up'" in gone.stderr
     assert os.path.exists(folder / LEASE_FILE)
+
+
+def _finished_study(tmp_path: Path) -> tuple[Path, str]:
+    """A real finished study (two tiny trials run by `study run`): its spec and store."""
+    from studykit import write_spec
+
+    spec = write_spec(tmp_path / "tiny.yaml", "cheap-rerun",
+                      factors={"temperature": {"levels": [0.1, 0.5], "scale": "log"}})  # fmt: skip
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    first = _run(tmp_path, "run", str(spec), "--no-figures", "--tracking-uri", uri)
+    assert first.returncode == 0, first.stderr[-3000:]
+    return spec, uri
+
+
+def test_rerunning_a_finished_study_prints_the_stored_findings_and_writes_nothing(tmp_path):
+    spec, uri = _finished_study(tmp_path)
+    report = tmp_path / "studies" / "cheap-rerun" / "report" / "report.json"
+    headline = json.loads(report.read_text())["headline"]["lines"]
+    before = _tree(tmp_path)
+    again = _run(tmp_path, "run", str(spec), "--no-figures", "--tracking-uri", uri)
+    assert again.returncode == 0, again.stderr
+    lines = again.stdout.splitlines()
+    assert lines[0].startswith("study cheap-rerun: all 2 trials FINISHED; nothing to run")
+    assert lines[1 : 1 + len(headline)] == headline  # the stored report's own words
+    assert lines[-4].startswith("report: ") and lines[-3].startswith("results: ")
+    assert _tree(tmp_path) == before  # nothing re-analysed, written, or leased
+
+
+def test_a_finished_study_whose_file_changed_or_report_is_gone_goes_the_ordinary_way(tmp_path):
+    spec, uri = _finished_study(tmp_path)
+    (tmp_path / "studies" / "cheap-rerun" / "report" / "report.json").unlink()
+    again = _run(tmp_path, "run", str(spec), "--no-figures", "--tracking-uri", uri)
+    assert again.returncode == 0, again.stderr
+    assert "(the findings below are the stored report's" not in again.stdout
+    assert (tmp_path / "studies" / "cheap-rerun" / "report" / "report.json").is_file()  # anew
+    spec.write_text(spec.read_text().replace("budget_examples: 1536", "budget_examples: 3072"))
+    changed = _run(tmp_path, "run", str(spec), "--no-figures", "--tracking-uri", uri)
+    assert changed.returncode == 2 and "nothing to run" not in changed.stdout  # refused, as ever
