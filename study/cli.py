@@ -920,6 +920,14 @@ def next_study_file(
             "closest rival, on fresh seeds, with the replicates telling them apart needs.",
         ),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Write a confirmation even where the held-out set cannot resolve the two "
+            "points or it costs more than ten times the study it follows.",
+        ),
+    ] = False,
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Write the study to run after a finished one, and say why: more replicates when nothing
@@ -935,7 +943,7 @@ def next_study_file(
 
     uri = tracking_uri or default_tracking_uri()
     try:
-        done = next_study(spec, tracking_uri=uri, out=out, confirm=confirm)
+        done = next_study(spec, tracking_uri=uri, out=out, confirm=confirm, force=force)
     except StudyError as err:
         _fail(err)
     totals = done.design.totals()
@@ -943,6 +951,7 @@ def next_study_file(
     typer.echo(
         f"wrote {done.path}: {done.spec.study}, design {done.spec.design.kind}, "
         f"{totals['trials']} trials of {totals['examples_per_trial']} examples each"
+        + (f"; {done.cost}" if done.cost else "")
     )
     typer.echo(
         f"run it: {shell_command(tool('study'), 'run', str(done.path), '--tracking-uri', uri)}"

@@ -121,18 +121,57 @@ def augment_study(
 
 @dataclass(frozen=True)
 class Next:
-    """What ``study next`` wrote: the new study, its design, where, and why."""
+    """What ``study next`` wrote: the new study, its design, where, why, and what it costs."""
 
     spec: StudySpec
     design: FixedDesign
     path: Path
     kind: str
     reason: str
+    cost: str = ""
+
+
+def follow_up_cost(record: StudyRecord, spec: StudySpec, design: FixedDesign) -> str:
+    """How long ``design`` would take on this machine, from the finished study's own record:
+    its trials' recorded wall times (``trial/wall_s``), scaled by examples per trial, at the
+    concurrency they ran at (their summed wall time over the span they ran in), plus the fixed
+    costs the finished study paid (baselines, report: its parent's wall time outside the
+    trials); and how it compares with that study. Empty when the record lacks the times."""
+    runs = [r for r in record.trial_runs().values() if r.info.status == "FINISHED"]
+    walls = [r.data.metrics.get("trial/wall_s") for r in runs]
+    parent = record.parent()
+    if not runs or None in walls or parent is None or not parent.info.end_time:
+        return ""
+    starts = [int(r.data.tags.get("study.attempt_started") or r.info.start_time) for r in runs]
+    span = (max(r.info.end_time for r in runs) - min(starts)) / 1000
+    study_s = (parent.info.end_time - parent.info.start_time) / 1000
+    if span <= 0 or study_s <= 0:
+        return ""
+    at_once = max(1.0, sum(walls) / span)
+    old_examples = float(runs[0].data.metrics.get("trial/examples_seen") or 0) or None
+    totals = design.totals()
+    scale = totals["examples_per_trial"] / old_examples if old_examples else 1.0
+    fixed = max(0.0, study_s - span)
+    new_s = totals["trials"] * (sum(walls) / len(walls)) * scale / at_once + fixed
+    size = (totals["trials"] * totals["examples_per_trial"]) / (len(runs) * (old_examples or 1))
+    return (f"about {_duration(new_s)} on this machine ({totals['trials']} trials at the "
+            f"{at_once:.2g} at once the finished study ran; from its recorded trial times), "
+            f"{size:.2g}× the compute of {spec.study}, which ran {len(runs)} trials in "
+            f"{_duration(study_s)}")  # fmt: skip
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def next_study(
-    source: str | Path, *, tracking_uri: str, out: Path | None = None, confirm: bool = False
-) -> Next:
+    source: str | Path, *, tracking_uri: str, out: Path | None = None, confirm: bool = False,
+    force: bool = False,
+) -> Next:  # fmt: skip
     """``study next``: read the finished study, take its next step (the one its analysis
     decided, :func:`analysis.findings.next_step.next_step`, which the headline's "Next:" line says
     too;
@@ -159,6 +198,9 @@ def next_study(
         step = analysis.next_step
     if step.kind == "none":
         raise StudyError(f"study {spec.study!r}: {step.reason}")
+    if step.caution and not force:  # not written silently: asked twice
+        raise StudyError(f"study {spec.study!r}: the confirmation was not written: "
+                         f"{step.caution}")  # fmt: skip
     if step.kind == "augment":
         new, design = augment_spec(spec)
         target = out or augmented_path(file)
@@ -172,4 +214,4 @@ def next_study(
             f"--out {str(target)!r} exists with other content; remove it or give another --out"
         )
     target.write_text(text)
-    return Next(new, design, target, step.kind, step.reason)
+    return Next(new, design, target, step.kind, step.reason, follow_up_cost(record, spec, design))

@@ -81,6 +81,10 @@ class NextStep:
     # runs a (point, seed) pair that is already recorded (a bit-identical trial is no evidence)
     first_seed: int | None = None
     confirms: dict[str, Any] | None = None  # kind confirm: search_spaces.spec.Confirms' fields
+    # kind confirm: why the confirmation should not be written without being asked twice (its
+    # held-out set cannot resolve the gap, or it costs more than COSTLIER_THAN studies like the
+    # one it follows), with what would resolve it; None when it is worth running
+    caution: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "reason": self.reason, "metric": self.metric,
@@ -127,6 +131,7 @@ def confirm_step(
     chosen = {f: _plain(best.factors[f]) for f in factors if f in best.factors}
     gap = abs(best.mean - float(ranked[rival_id]))
     replicates, how = confirm_replicates(fit, gap, replicates_now, items)
+    caution = confirm_caution(metric, gap, items, 2 * replicates, len(results))
     reason = (f"confirm the selected point {best.point_id} ({_where(chosen)}; mean "
               f"{level(metric, best.mean)}, chosen among {best.points} points, so its mean is "
               f"biased upward) against its closest rival {rival_id} ({_where(rival)}; "
@@ -135,7 +140,39 @@ def confirm_step(
     confirms = {"study": results.attrs.get("study", ""), "point_id": best.point_id,
                 "point": chosen, "rival_id": rival_id, "rival": rival}  # fmt: skip
     return NextStep("confirm", reason, metric, replicates=replicates, points=(chosen, rival),
-                    first_seed=fresh_seed(results), confirms=confirms)  # fmt: skip
+                    first_seed=fresh_seed(results), confirms=confirms,
+                    caution=caution)  # fmt: skip
+
+
+COSTLIER_THAN = 10  # a confirmation of more than ten times the study it follows is asked twice
+
+
+def confirm_caution(
+    metric: str, gap: float, items: int | None, trials: int, study_trials: int
+) -> str | None:
+    """Why a confirmation of ``trials`` trials (the study it follows had ``study_trials``, each
+    of the same budget) telling two means ``gap`` apart is not worth writing unasked, with what
+    would resolve it; None when it is. An accuracy counted on ``items`` held-out items cannot
+    tell apart two points at most one item apart: a larger held-out set can."""
+    unresolvable = bool(items) and is_accuracy(metric) and gap * items <= 1 + 1e-9
+    costly = trials > COSTLIER_THAN * study_trials
+    if not (unresolvable or costly):
+        return None
+    size = (f"{trials} trials, {trials / study_trials:.3g}× the {study_trials} of the study it "
+            "follows")  # fmt: skip
+    if unresolvable:
+        apart = f"{gap * items:.2g}"
+        why = (f"the held-out set cannot resolve the difference: the two points' means are "
+               f"{amount(metric, gap)} apart, {apart} held-out item{'s' * (apart != '1')} of "
+               f"{items} (one item, {amount(metric, 1 / items)}, is the finest step an accuracy "
+               f"on them takes), and the confirmation would cost {size}")  # fmt: skip
+        fixes = (f"more held-out items (heldout_size, now {items}, where the dataset has more "
+                 "test images), accepting either point (they are within one item of each "
+                 "other)")  # fmt: skip
+    else:
+        why = f"the confirmation would cost {size}"
+        fixes = "accepting either point, or a cheaper comparison (fewer replicates, lower power)"
+    return f"{why}; what would resolve it: {fixes}, or --force to write it anyway"
 
 
 def confirm_replicates(fit, gap: float, replicates_now: int, items: int | None):

@@ -327,3 +327,22 @@ def test_the_default_studys_claims_are_no_finer_than_its_held_out_items(default_
         for size in re.findall(r"detectable[^:]*: ([^)]*)\)", line):
             for points in re.findall(r"([0-9.]+) points?", size):
                 assert float(points) >= round(one_item, 2) - 1e-9, line
+
+
+def test_the_default_studys_confirmation_states_its_cost_or_why_it_is_not_written(
+    default_study, monkeypatch
+):
+    """On the default study (360 held-out items) the best point and its rival lie about one item
+    apart: a confirmation able to separate them is refused unless forced, saying so in items;
+    whichever way it goes, its cost against the study it follows is said."""
+    folder, _, _ = default_study
+    monkeypatch.chdir(folder)
+    out = folder / "confirm.yaml"
+    done = study_in_process("next", "default", "--confirm", "--out", str(out))
+    if done.exit_code == 2:
+        assert "the held-out set cannot resolve the difference" in done.stderr
+        assert "of 360 (one item, 0.28 points" in done.stderr and not out.exists()
+        done = study_in_process("next", "default", "--confirm", "--force", "--out", str(out))
+    assert done.exit_code == 0, done.output[-2000:]
+    assert "on this machine" in done.stdout and "the compute of default-digits" in done.stdout
+    out.unlink()

@@ -287,3 +287,58 @@ def test_a_confirmation_studys_record_says_whether_the_chosen_point_held(tmp_pat
     assert found is not None and found.verdict in ("held", "did not hold", "cannot be told apart")
     assert found.chosen.n == spec.design.replicates
     assert analysis.headline.lines()[1].startswith("Confirmation of planted-plane's selected point")
+
+
+def flat_within_an_item(u, v, replicate, i):  # no factor matters: every mean within one item
+    noise = (0.001, -0.001, 0.0005, -0.0005)[i % 4]
+    return {"probe/knn_top1_h": 0.95 + noise, "z/align": 0.2 + 0.1 * u + noise,
+            "z/uniform": -3.4 + 0.1 * v - noise}  # fmt: skip
+
+
+def steep(u, v, replicate, i):  # τ moves the accuracy by 6 points: far more than one item
+    noise = (0.004, -0.004, 0.002, -0.002)[i % 4]
+    return {"probe/knn_top1_h": 0.90 - 0.06 * u + 0.01 * v + noise,
+            "z/align": 0.2 + 0.1 * u + noise, "z/uniform": -3.4 + 0.1 * v - noise}  # fmt: skip
+
+
+def next_cli(file: Path, uri: str, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([STUDY, "next", str(file), *flags, "--tracking-uri", uri],
+                          cwd=file.parent, capture_output=True, text=True)  # fmt: skip
+
+
+def test_a_confirmation_the_held_out_set_cannot_resolve_is_not_written_unless_forced(tmp_path):
+    file = write(tmp_path, "planted-flat")
+    uri = record_study(tmp_path, "planted-flat", spec=load_spec(file),
+                       truth=flat_within_an_item, heldout_items=360)  # fmt: skip
+    refused = next_cli(file, uri, "--confirm")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    said = refused.stderr
+    assert "the held-out set cannot resolve the difference" in said
+    assert "held-out items of 360 (one item, 0.28 points" in said
+    assert "heldout_size, now 360" in said and "accepting either point" in said
+    assert "--force" in said and "× the 8 of the study it follows" in said
+    assert not (tmp_path / "planted-flat-confirm.yaml").exists()
+    forced = next_cli(file, uri, "--confirm", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (tmp_path / "planted-flat-confirm.yaml").is_file()
+    assert "on this machine" in forced.stdout and "the compute of planted-flat" in forced.stdout
+
+
+def test_a_cheap_resolvable_confirmation_is_written_with_its_cost(tmp_path):
+    file = write(tmp_path, "planted-steep")
+    uri = record_study(tmp_path, "planted-steep", spec=load_spec(file), truth=steep,
+                       heldout_items=360)  # fmt: skip
+    done = next_cli(file, uri, "--confirm")
+    assert done.returncode == 0, done.stderr
+    written = load_spec(tmp_path / "planted-steep-confirm.yaml")
+    trials = 2 * written.design.replicates
+    assert f"{trials} trials of 30720 examples each; about " in done.stdout
+    assert "× the compute of planted-steep, which ran 8 trials in" in done.stdout
+
+
+def test_every_follow_up_states_its_cost(tmp_path):
+    file, uri = recorded(tmp_path, "planted-plane", plane)
+    done = next_cli(file, uri)
+    assert done.returncode == 0, done.stderr
+    assert "on this machine (" in done.stdout and "from its recorded trial times" in done.stdout
+    assert "× the compute of planted-plane, which ran 8 trials in" in done.stdout
