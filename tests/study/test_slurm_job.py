@@ -134,7 +134,9 @@ def test_the_driver_s_exit_decides_the_resubmission(slurm, tmp_path, exit, count
                    "FAKE_STUDY_EXIT": exit, "STUDY_RESUBMIT_COUNT": count}  # fmt: skip
     env = slurm.env(JOB) | {"SLURM_JOB_PARTITION": "gpu", "SLURM_CPUS_PER_TASK": "8"}
     log = tmp_path / "job.log"
-    job = slurm.start(["s.yaml", "--no-figures"], env, log)
+    work = tmp_path / "work"  # sbatch --chdir: the job runs apart from its submit folder
+    work.mkdir()
+    job = slurm.start(["s.yaml", "--no-figures"], env, log, cwd=work)
     if exit.startswith("term"):
         wait_for(lambda: (tmp_path / "driver-started").exists(), 60, "the driver", None)
         os.kill(job.pid, signal.SIGTERM)  # the batch shell alone, as --signal=B:TERM does
@@ -181,7 +183,7 @@ def test_the_driver_s_exit_decides_the_resubmission(slurm, tmp_path, exit, count
         (call,) = submitted
         assert option(call, "dependency") == f"afterany:{JOB}"
         assert option(call, "export") == "ALL,STUDY_RESUBMIT_COUNT=1"
-        assert option(call, "chdir") == str(slurm.submit)
+        assert option(call, "chdir") == str(work) and call["cwd"] == str(slurm.submit)
         assert option(call, "time") == "00:10:00"  # from `scontrol show job`
         assert option(call, "nodes") == "2" and option(call, "job-name") == "study"
         assert option(call, "partition") == "gpu" and option(call, "cpus-per-task") == "8"
