@@ -424,13 +424,18 @@ def run(
     ] = True,
 ) -> None:
     """Run a study on Ray Tune; running an existing study again resumes it."""
-    from study.finished import finished_run_lines
+    from study.finished import finished_run_lines, study_name
 
     done = finished_run_lines(spec, smoke=smoke, tracking_uri=tracking_uri, storage=storage)
     if done is not None:  # nothing to run: the stored findings, without starting a driver
         for line in done:
             typer.echo(line)
         return
+    name = study_name(spec, smoke)
+    if name:  # `study status` names it from now on, before the driver's seconds of imports
+        from study.starting import announce
+
+        announce(name)
     from study.runner import (
         StudyFailedError,
         StudyInterruptedError,
@@ -506,19 +511,24 @@ def _recorded(name: str, uri: str) -> bool:
 
 def _starting(name: str) -> str | None:
     """'study NAME: starting …' while a live driver holds the study's lease in the default
-    storage (studies/NAME/driver.lock) but has recorded nothing yet; None otherwise."""
+    storage (studies/NAME/driver.lock), or has announced itself before taking it
+    (:mod:`study.starting`), but has recorded nothing yet; None otherwise."""
     import socket
     import time
 
     from study.lease import LEASE_FILE, Holder, pid_alive, timeout_s
+    from study.starting import announced
 
     path = Path("studies") / name / LEASE_FILE
     try:
         holder = Holder.from_text(path.read_text())
     except OSError:
-        return None
+        holder = None
     if holder is None:
-        return None
+        early = announced(name)
+        if early is None:
+            return None
+        holder = Holder("", early["host"], int(early["pid"]), early["since"], time.time())
     here = holder.host == socket.gethostname()
     live = pid_alive(holder.pid) if here else time.time() - holder.beat < timeout_s()
     if not live:

@@ -60,6 +60,18 @@ def stored_report(name: str, uri: str, record=None) -> str | None:
         return None
 
 
+def study_name(spec_path: str | None, smoke: bool) -> str | None:
+    """The name of the study ``study run`` is about to run, or None when the file does not
+    load (the run refuses it, saying why)."""
+    from search_spaces.spec import load_spec, smoke_spec
+
+    try:
+        spec = load_spec(spec_path)
+        return (smoke_spec(spec) if smoke else spec).study
+    except Exception:
+        return None
+
+
 def finished_run_lines(
     spec_path: str | None, *, smoke: bool, tracking_uri: str | None, storage: str | None
 ) -> list[str] | None:

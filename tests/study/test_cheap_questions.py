@@ -5,6 +5,7 @@ writing anything, and says what a fresh report says (a real embedded store, plan
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -118,3 +119,53 @@ def test_a_finished_study_whose_file_changed_or_report_is_gone_goes_the_ordinary
     spec.write_text(spec.read_text().replace("budget_examples: 1536", "budget_examples: 3072"))
     changed = _run(tmp_path, "run", str(spec), "--no-figures", "--tracking-uri", uri)
     assert changed.returncode == 2 and "nothing to run" not in changed.stdout  # refused, as ever
+
+
+def test_status_names_a_study_its_driver_has_announced_and_forgets_a_dead_one(tmp_path):
+    """A starting driver announces itself before its seconds of imports (study.starting);
+    ``study status`` names the study from then on, and ignores the announcement once that
+    process is gone."""
+    import os
+    import signal
+
+    script = ("import time\nfrom study.starting import announce\nannounce('announced-x')\n"
+              "print('ready', flush=True)\ntime.sleep(120)\n")  # fmt: skip
+    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).parents[2])  # fmt: skip
+    try:
+        assert driver.stdout.readline().strip() == "ready"
+        said = _run(tmp_path, "status", "announced-x")
+        assert said.returncode == 0, said.stderr
+        assert said.stdout.startswith("study announced-x: starting, its driver running")
+        assert f"pid {driver.pid}" in said.stdout
+    finally:
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+    gone = _run(tmp_path, "status", "announced-x")
+    assert gone.returncode == 2 and "starting" not in gone.stdout
+
+
+def test_study_run_announces_itself_and_withdraws_on_exit(tmp_path):
+    import json
+    import tempfile
+    import time
+
+    from studykit import write_spec
+
+    spec = write_spec(tmp_path / "tiny.yaml", "announce-me",
+                      factors={"temperature": {"levels": [0.1, 0.5], "scale": "log"}})  # fmt: skip
+    note = Path(tempfile.gettempdir()) / f"study-drivers-{os.getuid()}" / "announce-me.json"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    driver = subprocess.Popen([STUDY, "run", str(spec), "--no-figures", "--tracking-uri", uri],
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    seen = None
+    while driver.poll() is None and seen is None:
+        try:
+            seen = json.loads(note.read_text())["pid"]
+        except (OSError, ValueError):
+            time.sleep(0.02)
+    _, err = driver.communicate(timeout=300)
+    assert driver.returncode == 0, err[-2000:]
+    assert seen == driver.pid  # announced by the driver itself
+    assert not note.exists()  # and withdrawn when it ended
