@@ -72,3 +72,10 @@ def test_commands_benchmark_smoke():
     for command in ("--help", "plan", "list", "status", "export", "power", "augment"):
         assert f"| study {command}" in out, out
     assert "| study power bench, before its report (it fits) |" in out, out
+
+
+@pytest.mark.slow
+def test_cheap_answers_benchmark_smoke():
+    out = run(sys.executable, "benchmarks/cheap_answers.py", "--smoke")
+    assert re.search(r"study run of a finished study: median [\d.]+ s; import torch [\d.]+ s", out)
+    assert re.search(r"study status names a starting study after: median [\d.]+ s", out), out

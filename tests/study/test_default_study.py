@@ -332,17 +332,19 @@ def test_the_default_studys_claims_are_no_finer_than_its_held_out_items(default_
 def test_the_default_studys_confirmation_states_its_cost_or_why_it_is_not_written(
     default_study, monkeypatch
 ):
-    """On the default study (360 held-out items) the best point and its rival lie about one item
-    apart: a confirmation able to separate them is refused unless forced, saying so in items;
-    whichever way it goes, its cost against the study it follows is said."""
-    folder, _, _ = default_study
+    """On the default study (360 held-out items) the best point and its rival may lie within one
+    item of each other (the shipped study's did: 0.14 points): a confirmation that would have to
+    separate them is refused unless forced, saying so in items; either way, its cost against the
+    study it follows is said."""
+    folder, _, spec = default_study
     monkeypatch.chdir(folder)
     out = folder / "confirm.yaml"
-    done = study_in_process("next", "default", "--confirm", "--out", str(out))
+    done = study_in_process("next", str(spec), "--confirm", "--out", str(out))
     if done.exit_code == 2:
-        assert "the held-out set cannot resolve the difference" in done.stderr
-        assert "of 360 (one item, 0.28 points" in done.stderr and not out.exists()
-        done = study_in_process("next", "default", "--confirm", "--force", "--out", str(out))
+        assert "the confirmation was not written" in done.stderr, done.stderr
+        assert "of 360 (one item, 0.28 points" in done.stderr or "would cost" in done.stderr
+        assert not out.exists()
+        done = study_in_process("next", str(spec), "--confirm", "--force", "--out", str(out))
     assert done.exit_code == 0, done.output[-2000:]
     assert "on this machine" in done.stdout and "the compute of default-digits" in done.stdout
     out.unlink()
