@@ -90,15 +90,18 @@ def test_each_node_binds_the_ipv4_address_of_the_named_interface():
 
 def _stand_ins(folder: Path) -> Path:
     """``study``, ``ray`` and ``python`` stand-ins (the script finds ray and python next to
-    STUDY_BIN): ray's nodes sleep until ended, python answers the token and the join, study
-    records its arguments and exits $FAKE_STUDY_EXIT, or on ``term`` waits for a TERM and
-    exits 143 as the real driver does, or on ``term-late`` takes 2 s after a TERM and exits 0
-    (its last trial finished as the TERM came)."""
+    STUDY_BIN): ray's nodes sleep until ended, python answers the token and, once every node
+    has started, the join; study records its arguments and exits $FAKE_STUDY_EXIT, or on
+    ``term`` waits for a TERM and exits 143 as the real driver does, or on ``term-late`` takes
+    2 s after a TERM and exits 0 (its last trial finished as the TERM came)."""
     folder.mkdir()
     scripts = {
         "ray": '[ "$1" = start ] || exit 2\necho "$$ $*" >>"$FAKE_DIR/ray-starts"\n'
         "exec sleep 600\n",
+        # the join: until every node's `ray start` has begun ($3 is the number of nodes)
         "python": 'if [ "$1" = -c ]; then exec python3 "$@"; fi\ncat >/dev/null\n'
+        'until [ "$(cat "$FAKE_DIR/ray-starts" 2>/dev/null | wc -l)" -ge "$3" ]; do\n'
+        "  sleep 0.1\ndone\n"
         'echo "study.sbatch: node fake-node joined"\n',
         "study": 'printf "%s\\n" "$@" >"$FAKE_DIR/study-args"\n'
         'case "$FAKE_STUDY_EXIT" in\n'
@@ -226,8 +229,10 @@ def test_a_study_runs_on_both_nodes_of_the_job_and_finishes(slurm, tmp_path):
     rc = wait_exit(job, 600, log)
     print(f"job {JOB}: exit {rc} after {time.time() - t0:.1f} s")
     assert rc == 0, log.read_text()[-5000:]
-    joined = {m[1] for m in logged(log, r"study.sbatch: node ([0-9a-f]+) \S+ joined: 1 CPUs")}
-    assert len(joined) == 2, log.read_text()[-5000:]
+    lines = logged(log, r"study.sbatch: node ([0-9a-f]+) \S+ joined: 1 CPUs, 0 GPUs \((\w+)\)")
+    print(*(line.string for line in lines), sep="\n")
+    joined = {m[1] for m in lines}
+    assert len(joined) == 2 and sorted(m[2] for m in lines) == ["head", "worker"], lines
     assert sorted(s["host"] for s in slurm.records("srun")) == ["node1", "node2"]
     assert not slurm.records("sbatch")  # a finished study submits nothing
 
