@@ -13,6 +13,11 @@ and the fit's last rise over the tail is at least one held-out item (or any rise
 does not say how many items); the crossing budget is exp((level − a) / b). It is an
 extrapolation past the budget the study ran, and says so: a curve in log examples keeps rising
 forever, where a real one saturates, so the budget is a lower bound at best.
+
+Where a point has more than :data:`TAIL` marks, the extrapolation is checked on the curve's own
+data (:class:`LastMarkCheck`): the same line through the :data:`TAIL` marks before the last,
+asked for the last, and the miss said in points and held-out items. A line that already misses
+one mark ahead says how far to trust it sixteen times further.
 """
 
 from __future__ import annotations
@@ -75,6 +80,38 @@ class Standing:
 
 
 @dataclass(frozen=True)
+class LastMarkCheck:
+    """The extrapolation checked on the curve's own data: the line in log examples through the
+    :data:`TAIL` marks before the last, asked for the last mark it did not see. ``miss`` is
+    measured − predicted (positive: the curve rose more than the line said)."""
+
+    point_id: str
+    step: int
+    predicted: float
+    measured: float
+    items: int | None = None
+
+    @property
+    def miss(self) -> float:
+        return self.measured - self.predicted
+
+    def sentence(self, metric: str) -> str:
+        text = (f"{self.point_id}: checked on its own last mark, the line through the "
+                f"{TAIL} marks before it predicted {said(metric, self.predicted)} at "
+                f"{self.step:,} examples; measured {said(metric, self.measured)}, a miss of "
+                f"{'+' if self.miss >= 0 else '−'}{amount(metric, self.miss)}")  # fmt: skip
+        if self.items:
+            count = abs(self.miss) * self.items
+            text += f" ({count:.0f} held-out item{'s' * (round(count) != 1)} of {self.items})"
+        return text + "."
+
+    def to_json(self) -> dict[str, Any]:
+        return {"point_id": self.point_id, "step": self.step, "predicted": self.predicted,
+                "measured": self.measured, "miss": self.miss,
+                "miss_items": None if not self.items else self.miss * self.items}  # fmt: skip
+
+
+@dataclass(frozen=True)
 class LearningCurves:
     """``table``: columns ``point_id``, ``step``, ``mean``, ``n`` (replicates at that mark), one
     row per point and mark; ``baselines``: name -> the baseline's value of ``metric``;
@@ -84,14 +121,18 @@ class LearningCurves:
     table: pd.DataFrame = field(repr=False)
     baselines: dict[str, float]
     standings: tuple[Standing, ...]
+    checks: tuple[LastMarkCheck, ...] = ()  # points with more than TAIL marks
 
     def sentences(self) -> list[str]:
-        return [s.sentence(self.metric) for s in self.standings]
+        return [s.sentence(self.metric) for s in self.standings] + [
+            c.sentence(self.metric) for c in self.checks
+        ]
 
     def to_json(self) -> dict[str, Any]:
         return {"metric": self.metric, "baselines": self.baselines,
                 "marks": sorted(int(s) for s in self.table["step"].unique()),
-                "standings": [s.to_json() for s in self.standings]}  # fmt: skip
+                "standings": [s.to_json() for s in self.standings],
+                "last_mark_checks": [c.to_json() for c in self.checks]}  # fmt: skip
 
 
 def log_line(steps: np.ndarray, values: np.ndarray) -> tuple[float, float]:
@@ -133,10 +174,12 @@ def learning_curves(
     if table.empty or table.groupby("point_id")["step"].nunique().max() < MIN_MARKS:
         return None
     tolerance = max(1 / items if items else 0.0, FLAT)
-    standings = []
+    standings, checks = [], []
     for point, curve in table.groupby("point_id", sort=True):
         if curve["step"].nunique() < MIN_MARKS:
             continue
+        if len(curve) > TAIL:
+            checks.append(last_mark_check(str(point), curve, items))
         tail = curve.tail(TAIL)
         a, b = log_line(tail["step"].to_numpy(), tail["mean"].to_numpy())
         steps = tail["step"].to_numpy(dtype=float)
@@ -150,4 +193,13 @@ def learning_curves(
             standings.append(Standing(str(point), name, float(value), float(last["mean"]),
                                       int(last["step"]), state, bool(rising),
                                       b * math.log(2), crossing))  # fmt: skip
-    return LearningCurves(metric, table, dict(baselines), tuple(standings))
+    return LearningCurves(metric, table, dict(baselines), tuple(standings), tuple(checks))
+
+
+def last_mark_check(point: str, curve: pd.DataFrame, items: int | None) -> LastMarkCheck:
+    """The extrapolation's own error on ``curve`` (one point's means by mark, in order): the
+    line through the :data:`TAIL` marks before the last, evaluated at the last."""
+    seen, last = curve.iloc[-TAIL - 1 : -1], curve.iloc[-1]
+    a, b = log_line(seen["step"].to_numpy(), seen["mean"].to_numpy())
+    step = int(last["step"])
+    return LastMarkCheck(point, step, a + b * math.log(step), float(last["mean"]), items)

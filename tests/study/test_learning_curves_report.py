@@ -46,9 +46,15 @@ def test_the_report_says_where_each_curve_stands_against_the_baselines(tmp_path)
         assert standing["baseline"] == "the raw input" and standing["state"] == "below"
         assert standing["rising"] and standing["crossing"] > standing["last_step"]
         assert standing["crossing_is_extrapolated"]
+    # four marks: the line through the three before the last is checked on the last; planted
+    # curves linear in the examples rise faster than a line in log examples says: it undershoots
+    checks = curves["last_mark_checks"]
+    assert {c["point_id"] for c in checks} == set(load_study(NAME, uri)["point_id"])
+    assert all(c["miss"] > 0 and c["step"] == curves["marks"][-1] for c in checks)
     page = (folder / "report.html").read_text()
     assert '<h2 id="learning-curves">Learning curves</h2>' in page
     assert "an extrapolation of a line in log examples" in page and "below the raw input" in page
+    assert "checked on its own last mark, the line through the 3 marks before it" in page
 
 
 def test_the_figure_draws_the_table_the_analysis_computed(tmp_path):

@@ -93,3 +93,36 @@ def test_fewer_marks_than_a_curve_needs_give_no_curves():
     short = history({"p000": rising}, marks=MARKS[: MIN_MARKS - 1])
     assert learning_curves(short, METRIC, {"raw input": 0.8}) is None
     assert learning_curves(None, METRIC, {}) is None
+
+
+def saturating(step, r):  # rises fast, then levels off: 0.8 − 0.2·(1000/x)
+    return 0.8 - 0.2 * (1000 / step)
+
+
+def test_the_last_mark_check_of_a_log_line_curve_misses_nothing():
+    """A curve that is a line in log examples is predicted at its last mark exactly."""
+    found = learning_curves(history({"p000": rising}), METRIC, {"raw input": 0.8}, items=1000)
+    (check,) = found.checks
+    assert check.step == MARKS[-1]
+    assert check.predicted == pytest.approx(0.6 + 0.05 * math.log(8), abs=1e-12)
+    assert check.miss == pytest.approx(0.0, abs=1e-12)
+    assert "a miss of +0 points (0 held-out items of 1000)" in found.sentences()[-1]
+
+
+def test_the_last_mark_check_gives_a_saturating_curves_miss_in_the_closed_form():
+    found = learning_curves(history({"p000": saturating}), METRIC, {}, items=2000)
+    (check,) = found.checks
+    steps = np.array(MARKS[:-1], dtype=float)
+    a, b = np.polyfit(np.log(steps), 0.8 - 0.2 * 1000 / steps, 1)[::-1]
+    predicted = a + b * math.log(MARKS[-1])
+    assert check.predicted == pytest.approx(predicted, abs=1e-12)
+    assert check.measured == pytest.approx(0.8 - 0.2 / 8)
+    assert check.miss < 0  # the line overshoots a curve that levels off
+    items = abs(check.miss) * 2000
+    assert f"({items:.0f} held-out items of 2000)" in check.sentence(METRIC)
+    assert found.to_json()["last_mark_checks"][0]["miss_items"] == pytest.approx(check.miss * 2000)
+
+
+def test_no_last_mark_check_without_more_marks_than_the_line_reads():
+    found = learning_curves(history({"p000": rising}, marks=MARKS[:3]), METRIC, {"raw": 0.8})
+    assert found is not None and found.checks == ()
