@@ -198,6 +198,14 @@ def plan(
     smoke: Annotated[
         bool, typer.Option(help="Show the smoke variant (a tiny budget, one replicate).")
     ] = False,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate",
+            help="Say how long the study would take on this machine: a probe of a few steps "
+            "and one evaluation of its costliest trials (seconds), nothing recorded.",
+        ),
+    ] = False,
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Show a study's design without running it: every trial, its factors and its compute plan.
@@ -215,6 +223,13 @@ def plan(
     except StudyError as err:
         _fail(in_file(err, spec))
     data = table.to_json()
+    if estimate:
+        from study.estimate import estimate as estimate_study
+
+        found = estimate_study(study, table)
+        data["estimate"] = {"wall_s": round(found.wall_s, 1), "slots": found.slots,
+                            "fixed_s": found.fixed_s,
+                            "probe_s": round(found.probe_s, 1)}  # fmt: skip
     detectable, why = _planned_detectable(table, tracking_uri)
     if detectable:
         data["detectable"] = detectable
@@ -224,6 +239,9 @@ def plan(
     _print_plan(data, table)
     for line in _detectable_lines(detectable, why, table):
         typer.echo(line)
+    if estimate:
+        for line in found.lines():
+            typer.echo(line)
 
 
 def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
