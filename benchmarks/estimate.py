@@ -34,8 +34,10 @@ def main() -> None:
     smoke = ["--smoke"] if args.smoke else []
     with tempfile.TemporaryDirectory(prefix="bench-estimate-") as scratch:
         t0 = time.perf_counter()
-        planned = subprocess.run([STUDY, "plan", spec, *smoke, "--estimate", "--json"],
-                                 cwd=scratch, capture_output=True, text=True, check=True)  # fmt: skip
+        planned = subprocess.run(
+            [STUDY, "plan", spec, *smoke, "--estimate", "--json"],
+            cwd=scratch, capture_output=True, text=True, check=True,
+        )  # fmt: skip
         plan_s = time.perf_counter() - t0
         estimate = json.loads(planned.stdout)["estimate"]["wall_s"]
         t0 = time.perf_counter()

@@ -79,3 +79,9 @@ def test_cheap_answers_benchmark_smoke():
     out = run(sys.executable, "benchmarks/cheap_answers.py", "--smoke")
     assert re.search(r"study run of a finished study: median [\d.]+ s; import torch [\d.]+ s", out)
     assert re.search(r"study status names a starting study after: median [\d.]+ s", out), out
+
+
+@pytest.mark.slow
+def test_estimate_benchmark_smoke():
+    out = run(sys.executable, "benchmarks/estimate.py", "--smoke")
+    assert re.search(r"default \(smoke\): estimated \d+ s \(in [\d.]+ s\), measured \d+ s", out)
