@@ -163,6 +163,20 @@ def logged(log: Path, pattern: str) -> list[re.Match]:
     return [m for line in text.splitlines() if (m := re.search(pattern, line))]
 
 
+def wait_while_running(predicate, job: subprocess.Popen, log: Path, timeout: float, what: str):
+    """Poll ``predicate`` until it holds, failing with the job log's tail if the job ends first
+    or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        ended = job.poll() is not None
+        if ended or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-5000:] if log.exists() else ""
+            why = f"the job exited {job.returncode}" if ended else f"{timeout} s passed"
+            raise AssertionError(f"{why} before {what}; its log ends:\n{tail}")
+        time.sleep(0.1)
+    return value
+
+
 def wait_exit(process: subprocess.Popen, timeout: float, log: Path) -> int:
     try:
         return process.wait(timeout=timeout)
