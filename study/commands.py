@@ -38,3 +38,14 @@ def ui_command(uri: str, port: int = 5000) -> str:
 def mlflow_command(uri: str, *argv: str) -> str:
     """An ``mlflow`` CLI command against this tracking store, ready to paste."""
     return shell_command(tool("mlflow"), *argv, env={"MLFLOW_TRACKING_URI": uri})
+
+
+def duration(seconds: float) -> str:
+    """A wall time as a person reads it: '42 s', '2.5 min', '35 min', '1.8 h'."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 600:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

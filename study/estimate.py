@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 
 from search_spaces.spec import StudySpec
+from study.commands import duration
 
 # fields that do not change what a trial costs: one probe stands for every value of them
 COST_NEUTRAL = frozenset({
@@ -47,21 +48,14 @@ class Estimate:
     probe_s: float
 
     def lines(self) -> list[str]:
-        kinds = "; ".join(f"{n} × {kind} at ~{_duration(s)} each" for kind, n, s in self.per_kind)
+        kinds = "; ".join(f"{n} × {kind} at ~{duration(s)} each" for kind, n, s in self.per_kind)
         return [
-            f"estimate: about {_duration(self.wall_s)} on this machine ({self.trials} trials, "
-            f"{self.slots} at a time: {kinds}; plus ~{_duration(self.fixed_s)} of fixed costs: "
+            f"estimate: about {duration(self.wall_s)} on this machine ({self.trials} trials, "
+            f"{self.slots} at a time: {kinds}; plus ~{duration(self.fixed_s)} of fixed costs: "
             f"start, baselines, report); measured from a probe of {self.probe_s:.0f} s, "
             "nothing recorded",
         ]
 
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _kind(config) -> tuple:

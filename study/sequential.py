@@ -23,7 +23,7 @@ from search_spaces.sequential import (
     next_yaml,
 )
 from search_spaces.spec import StudyError, StudySpec, load_spec
-from study.commands import shell_command, tool
+from study.commands import duration, shell_command, tool
 from study.record import (
     StudyRecord,
     check_store,
@@ -154,18 +154,11 @@ def follow_up_cost(record: StudyRecord, spec: StudySpec, design: FixedDesign) ->
     fixed = max(0.0, study_s - span)
     new_s = totals["trials"] * (sum(walls) / len(walls)) * scale / at_once + fixed
     size = (totals["trials"] * totals["examples_per_trial"]) / (len(runs) * (old_examples or 1))
-    return (f"about {_duration(new_s)} on this machine ({totals['trials']} trials at the "
+    return (f"about {duration(new_s)} on this machine ({totals['trials']} trials at the "
             f"{at_once:.2g} at once the finished study ran; from its recorded trial times), "
             f"{size:.2g}× the compute of {spec.study}, which ran {len(runs)} trials in "
-            f"{_duration(study_s)}")  # fmt: skip
+            f"{duration(study_s)}")  # fmt: skip
 
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def next_study(
