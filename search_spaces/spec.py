@@ -22,6 +22,7 @@ Every model forbids unknown keys. Values of fixed fields and factors are validat
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import math
@@ -737,19 +738,59 @@ def in_file(err: StudyError, path: str | Path | None) -> StudyError:
     return err if text.startswith(source) else StudyError(f"{source}: {text}")
 
 
+# byte-order marks, longest first (UTF-32 LE begins with UTF-16 LE's mark)
+BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)  # fmt: skip
+
+
+def read_study_text(file: str | Path) -> str:
+    """A study file's text: read as its byte-order mark says (UTF-8, UTF-16 or UTF-32, as
+    Windows editors save "Unicode"), else as UTF-8. Anything else is refused naming the file,
+    the byte offset and the fix, never a UnicodeDecodeError's traceback: Latin-1 or another
+    legacy encoding, a file of UTF-16 without its mark, a binary file.
+
+    Raises:
+        StudyError: the file is not text in one of those encodings.
+    """
+    data = Path(file).read_bytes()
+    encoding, start = "utf-8", 0
+    for mark, name in BOMS:
+        if data.startswith(mark):
+            encoding, start = name, len(mark)
+            break
+    try:
+        text = data[start:].decode(encoding)
+    except UnicodeDecodeError as err:
+        offset = start + err.start
+        raise StudyError(
+            f"{file}: not {encoding.upper().replace('-LE', '').replace('-BE', '')} text: byte "
+            f"offset {offset} (0x{data[offset]:02x}) {err.reason}; save it as UTF-8"
+        ) from None
+    if "\x00" in text:
+        raise StudyError(
+            f"{file}: not a text file: a NUL character at offset {text.index(chr(0))} (a binary "
+            "file, or UTF-16 without its byte-order mark); save it as UTF-8"
+        )
+    return text
+
+
 def load_spec(path: str | Path | None = None) -> StudySpec:
     """Read and validate a study file; ``None`` is the embedded default study."""
     file = study_file(path)
     if not file.is_file():
         raise StudyError(missing_study_file(path))
+    text = read_study_text(file)
     try:
-        data = load_yaml(file.read_text())
+        data = load_yaml(text)
     except yaml.YAMLError as err:
-        raise StudyError(yaml_refusal(file, err)) from None
+        raise StudyError(yaml_refusal(file, err, text)) from None
     return parse_spec(data, str(file))
 
 
-def yaml_refusal(file: Path, err: yaml.YAMLError) -> str:
+def yaml_refusal(file: Path, err: yaml.YAMLError, text: str | None = None) -> str:
     """A YAML error said as ``FILE:LINE:COLUMN: problem (context)``, not PyYAML's
     '"<unicode string>", line 6, column 4' (the text was read before it was parsed)."""
     mark = getattr(err, "problem_mark", None)
@@ -758,7 +799,8 @@ def yaml_refusal(file: Path, err: yaml.YAMLError) -> str:
         return f"{file}: not valid YAML: {err}"
     context = getattr(err, "context", None)
     where = f"{file}:{mark.line + 1}:{mark.column + 1}"
-    line = (mark.buffer or "").splitlines()[mark.line] if mark.buffer else ""
+    lines = (mark.buffer or text or "").splitlines()  # libyaml's marks carry no buffer
+    line = lines[mark.line] if mark.line < len(lines) else ""
     hint = ""
     if "mapping values are not allowed" in problem:
         hint = " (check the indentation of this line against the keys above it)"

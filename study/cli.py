@@ -324,10 +324,25 @@ def _detectable_lines(detectable: dict, why: str, table) -> list[str]:
     return lines
 
 
+DESCRIPTION_SHOWN = 160  # characters of a description a plan prints: one line, whatever its size
+
+
+def one_line(text: str, width: int = DESCRIPTION_SHOWN) -> str:
+    """``text``'s first line, cut to ``width`` characters with an ellipsis: a description of
+    megabytes is printed in constant time (rich wraps a long text in time that grows faster than
+    its length: Textualize/rich#2716), and the plan stays a plan."""
+    first = text[: width + 1].split("\n", 1)[0]
+    cut = len(first) > width or len(first) < len(text.strip())
+    return first[:width].rstrip() + (" …" if cut else "")
+
+
 def _print_plan(data: dict, table) -> None:
+    from rich.markup import escape
+
     console = _console()
     spec = table.spec
-    console.print(f"[bold]{spec.study}[/bold] — {spec.description}")
+    room = max(20, min(DESCRIPTION_SHOWN, console.width - len(spec.study) - 5))
+    console.print(f"[bold]{spec.study}[/bold] — {escape(one_line(spec.description, room))}")
     console.print(
         f"design {spec.design.kind}, {data['totals']['trials']} trials "
         f"({data['totals']['points']} points × {spec.design.replicates} replicates), "

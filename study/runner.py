@@ -30,7 +30,14 @@ from pathlib import Path
 import yaml
 
 from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPlan, build_design
-from search_spaces.spec import StudyError, StudySpec, in_file, load_spec, smoke_spec
+from search_spaces.spec import (
+    StudyError,
+    StudySpec,
+    in_file,
+    load_spec,
+    read_study_text,
+    smoke_spec,
+)
 from study.baselines import measure_for_study
 from study.cluster import LOST_AFTER_S, reach_cluster, watch_cluster
 from study.commands import shell_command, tool, ui_command
@@ -791,7 +798,7 @@ def run_study(
     spec = load_spec(spec_path)
     source = Path(spec_path) if spec_path else None
     source_text = (
-        source.read_text() if source and source.is_file() else yaml.safe_dump(spec.canonical())
+        read_study_text(source) if source and source.is_file() else yaml.safe_dump(spec.canonical())
     )
     try:
         if smoke:

@@ -22,7 +22,7 @@ from search_spaces.sequential import (
     next_spec,
     next_yaml,
 )
-from search_spaces.spec import StudyError, StudySpec, load_spec
+from search_spaces.spec import StudyError, StudySpec, load_spec, read_study_text
 from study.commands import duration, shell_command, tool
 from study.record import (
     StudyRecord,
@@ -109,7 +109,7 @@ def augment_study(
     )
     check_finished(spec, tracking_uri, file)
     target = out or augmented_path(file)
-    text = augmented_yaml(new, design, file.name, file.read_text())
+    text = augmented_yaml(new, design, file.name, read_study_text(file))
     if target.exists() and target.read_text() != text:
         raise StudyError(
             f"--out {str(target)!r} exists with other content; remove it or give another --out"
@@ -197,7 +197,7 @@ def next_study(
     if step.kind == "augment":
         new, design = augment_spec(spec)
         target = out or augmented_path(file)
-        text = augmented_yaml(new, design, file.name, file.read_text())
+        text = augmented_yaml(new, design, file.name, read_study_text(file))
     else:
         new, design = next_spec(spec, step.to_json())
         target = out or file.with_name(f"{new.study}.yaml")

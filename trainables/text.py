@@ -33,21 +33,28 @@ _BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 NUMBER = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?$")
 
 
-class TextLoader(yaml.SafeLoader):
+class PyTextLoader(yaml.SafeLoader):
     """SafeLoader with YAML 1.2 core nulls and booleans, and numbers kept as their text."""
 
 
-TextLoader.yaml_implicit_resolvers = {}
-TextLoader.add_implicit_resolver("tag:yaml.org,2002:null", _NULL, ["~", "n", "N", ""])
-TextLoader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL, list("tTfF"))
-TextLoader.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
+class TextLoader(getattr(yaml, "CSafeLoader", PyTextLoader)):  # type: ignore[misc]
+    """:class:`PyTextLoader`'s types on libyaml's parser where PyYAML has it: PyYAML's own
+    parser, in Python, takes a minute to scan a description of 8 MB (libyaml: under a second).
+    The resolvers and constructors, which give the types, are the same Python code either way;
+    a text libyaml refuses is parsed again by :class:`PyTextLoader`, whose error messages the
+    refusals quote."""
 
 
 def _bool(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> bool:
     return loader.construct_scalar(node).lower() == "true"
 
 
-TextLoader.add_constructor("tag:yaml.org,2002:bool", _bool)
+for _loader in (PyTextLoader, TextLoader):
+    _loader.yaml_implicit_resolvers = {}
+    _loader.add_implicit_resolver("tag:yaml.org,2002:null", _NULL, ["~", "n", "N", ""])
+    _loader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL, list("tTfF"))
+    _loader.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
+    _loader.add_constructor("tag:yaml.org,2002:bool", _bool)
 
 
 class DuplicateKeyError(yaml.YAMLError):
@@ -81,7 +88,12 @@ def duplicate_keys(node: yaml.Node | None, path: str = "") -> list[str]:
 def load_yaml(text: str) -> Any:
     """Parse YAML text; plain numbers stay text until a declared type converts them. A key
     given twice in one mapping, at any depth, is refused (:class:`DuplicateKeyError`)."""
-    twice = duplicate_keys(yaml.compose(text, Loader=TextLoader))
+    try:
+        composed = yaml.compose(text, Loader=TextLoader)
+    except yaml.YAMLError:
+        yaml.compose(text, Loader=PyTextLoader)  # its words, where libyaml has other words
+        raise
+    twice = duplicate_keys(composed)
     if twice:
         raise DuplicateKeyError(
             f"a key is given twice in one mapping, and only one can hold: {'; '.join(twice)}"
