@@ -134,7 +134,7 @@ def confirm_step(
     caution = confirm_caution(metric, gap, items, 2 * replicates, len(results))
     reason = (f"confirm the selected point {best.point_id} ({_where(chosen)}; mean "
               f"{level(metric, best.mean)}, chosen among {best.points} points, so its mean is "
-              f"biased upward) against its closest rival {rival_id} ({_where(rival)}; "
+              f"{selection_bias(mode)}) against its closest rival {rival_id} ({_where(rival)}; "
               f"{level(metric, float(ranked[rival_id]))}) on fresh seeds, {replicates} "
               f"replicates each ({how})")  # fmt: skip
     confirms = {"study": results.attrs.get("study", ""), "point_id": best.point_id,
@@ -142,6 +142,12 @@ def confirm_step(
     return NextStep("confirm", reason, metric, replicates=replicates, points=(chosen, rival),
                     first_seed=fresh_seed(results), confirms=confirms,
                     caution=caution)  # fmt: skip
+
+
+def selection_bias(mode: str) -> str:
+    """Which way the mean of a point chosen as the best among several is off: the highest of
+    noisy means lies above its truth, the lowest below (the winner's curse)."""
+    return "biased upward" if mode == "max" else "biased downward"
 
 
 COSTLIER_THAN = 10  # a confirmation of more than ten times the study it follows is asked twice

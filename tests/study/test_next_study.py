@@ -342,3 +342,16 @@ def test_every_follow_up_states_its_cost(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "on this machine (" in done.stdout and "from its recorded trial times" in done.stdout
     assert "× the compute of planted-plane, which ran 8 trials in" in done.stdout
+
+
+def test_a_minimised_targets_chosen_mean_is_said_to_be_biased_downward(tmp_path):
+    """The lowest of several noisy means lies below its truth: the words follow the mode."""
+    from analysis.findings.next_step import selection_bias
+
+    assert selection_bias("max") == "biased upward"
+    assert selection_bias("min") == "biased downward"
+    file, uri = recorded(tmp_path, "planted-min", plane,
+                         target={"metric": "z/align", "mode": "min"})  # fmt: skip
+    done = next_study(file, tracking_uri=uri, confirm=True, force=True)
+    assert "so its mean is biased downward" in done.reason
+    assert "biased upward" not in done.reason
