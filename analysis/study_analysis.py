@@ -19,6 +19,7 @@ from analysis.findings.baselines import (
     baseline_values,
     baselines_json,
     baselines_of,
+    point_architectures,
     standings,
 )
 from analysis.findings.confirmation import Confirmation, confirmation
@@ -99,6 +100,36 @@ def _desirability_json(found) -> dict[str, Any] | None:
     return found.to_json()
 
 
+def _learning(history, metric: str, results: pd.DataFrame, items) -> LearningCurves | None:
+    """The target's learning curves against the baselines; in a study of several architectures,
+    each point's against its own architecture's (the curves of each architecture's points
+    drawn against its baselines, then put together)."""
+    by_point = point_architectures(results)
+    if not by_point or history is None or "point_id" not in history:
+        return learning_curves(history, metric, baseline_values(results, metric), items)
+    groups: dict[int | None, list[str]] = {}
+    for point, arch in by_point.items():
+        groups.setdefault(arch, []).append(point)
+    found = []
+    for points in groups.values():
+        part = history[history["point_id"].astype(str).isin(points)]
+        curves = learning_curves(part, metric, baseline_values(results, metric, points[0]), items)
+        if curves is not None:
+            found.append(curves)
+    if not found:
+        return None
+    table = pd.concat([c.table for c in found]).sort_values(["point_id", "step"],
+                                                            ignore_index=True)  # fmt: skip
+    names: dict[str, float] = {}
+    for c in found:
+        names |= c.baselines
+    return LearningCurves(
+        metric, table, names,
+        tuple(sorted((s for c in found for s in c.standings), key=lambda s: s.point_id)),
+        tuple(sorted((k for c in found for k in c.checks), key=lambda k: k.point_id)),
+    )  # fmt: skip
+
+
 def analyse(
     df: pd.DataFrame, responses: tuple[str, ...] | None = None, outcomes=None, history=None
 ) -> StudyAnalysis:
@@ -115,12 +146,13 @@ def analyse(
     target = target_of(results)
     directions = {name: where_next(fit) for name, fit in fits.items()}
     best = best_of_target(results, target, outcomes)
-    standing = () if best is None else standings(best, baselines_of(results), outcomes)
+    standing = () if best is None else standings(best, baselines_of(results, best.point_id),
+                                                 outcomes)  # fmt: skip
     verdict = confirmation(results, target, outcomes)
     metric = target["metric"]
     step = next_step(results, fits.get(metric), directions.get(metric), best, fitted.items)
     objectives = results.attrs.get("objectives") or []
-    learning = learning_curves(history, metric, baseline_values(results, metric), fitted.items)
+    learning = _learning(history, metric, results, fitted.items)
     return StudyAnalysis(
         study=fitted.study,
         n_trials=fitted.n_trials,

@@ -16,9 +16,11 @@ the same held-out split, the same k-NN and linear probes fit on the same probe r
   trial.
 
 A baseline depends on the data, the architecture and the evaluation, never on the factors the
-study varies for training (temperature, batch size, λ·t): it is computed once per study, and
-kept on disk by :func:`baseline_key` so that a resumed study, or the next study on the same data
-and architecture, reuses it.
+study varies for training (temperature, batch size, λ·t): it is computed once per architecture
+the study has (:data:`SHAPING_FIELDS`: a study that varies ``cnn_grid`` measures a random-init
+encoder of each; the raw input once per data, :func:`depends_on`), and kept on disk by
+:func:`baseline_key` so that a resumed study, or the next study on the same data and
+architecture, reuses it.
 
 Everything here runs without Ray and MLflow; the study's driver logs the result.
 """
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainables.config import TrialConfig
-from trainables.sources import data_key
+from trainables.sources import DATA_FIELDS, data_key
 
 if TYPE_CHECKING:
     import torch
@@ -62,6 +64,9 @@ ARCHITECTURE_FIELDS = (
     "encoder", "mlp_hidden", "activation", "cnn_width", "cnn_grid", "feature_dim", "projection",
     "projection_hidden", "projection_dim",
 )  # fmt: skip
+# What shapes the encoder or its input: a study that varies any of these has one architecture per
+# distinct combination, and a baseline of each (study.baselines.study_architectures)
+SHAPING_FIELDS = (*DATA_FIELDS, *ARCHITECTURE_FIELDS)
 EVALUATION_FIELDS = (
     "knn_k", "knn_temperature", "linear_probe", "linear_probe_iters", "augmentation",
     "aug_strength", "precision",
@@ -114,6 +119,13 @@ class Baseline:
         """The outcomes by system: seed -> outcomes, None for the unseeded raw input."""
         return {None if key == UNSEEDED else int(key): found
                 for key, found in self.outcomes.items()}  # fmt: skip
+
+
+def depends_on(kind: str) -> tuple[str, ...]:
+    """The :data:`SHAPING_FIELDS` a kind's measurement depends on: the data alone for the raw
+    input (it follows ``image_size`` through the data), the data and the architecture for an
+    encoder."""
+    return DATA_FIELDS if kind == "raw" else SHAPING_FIELDS
 
 
 def cache_dir() -> Path:

@@ -132,7 +132,7 @@ def confirmation(df: pd.DataFrame, target: dict[str, str], outcomes=None) -> Con
             found = "beat"
         elif high_b < 0:
             found = "did not beat"
-    against = standings(chosen, baselines_of(df), outcomes)
+    against = standings(chosen, baselines_of(df, chosen.point_id), outcomes)
     return Confirmation(confirms["study"], chosen, rival, paired, difference, low, high,
                         WORDS[found], against)  # fmt: skip
 

@@ -11,7 +11,9 @@ run in the study's trials: name -> "pass" or "fail: ...") and, for studies that 
 study file's goals for the overall desirability, :mod:`analysis.stats.desirability`; empty when
 none), ``objectives`` (a multi-objective Optuna design's ``[{"metric", "mode"}]``; empty otherwise)
 and ``baselines`` (kind -> ``{"metrics", "per_seed", "seeds", "name", "about"}``: what the study's
-results are read against, :mod:`trainables.baselines`; empty when none was measured).
+results are read against, :mod:`trainables.baselines`; empty when none was measured; in a study
+of several architectures, the first's) and ``baselines_by_architecture`` (``[{"arch", "fields",
+"baselines"}]``: each architecture's, :mod:`study.baselines`; empty in a study of one).
 
 Per-item outcomes (every probe's label for each held-out item, of every finished trial and every
 baseline system: :mod:`analysis.reading.outcomes`) are read by :func:`load_outcomes`.
@@ -41,6 +43,7 @@ from analysis.reading.outcomes import (
     SystemOutcomes,
     parse_baseline_file,
     read_outcomes,
+    system_arch,
 )
 from analysis.reading.record import (
     BASELINES_TAG,
@@ -90,6 +93,9 @@ def results_frame(table: pa.Table) -> pd.DataFrame:
     if meta.get("target"):
         frame.attrs["target"] = json.loads(meta["target"])
     frame.attrs["baselines"] = json.loads(meta.get("baselines") or "{}")
+    frame.attrs["baselines_by_architecture"] = json.loads(
+        meta.get("baselines_by_architecture") or "[]"
+    )
     frame.attrs["goals"] = json.loads(meta.get("goals") or "[]")
     frame.attrs["objectives"] = json.loads(meta.get("objectives") or "[]")
     frame.attrs["confirms"] = json.loads(meta.get("confirms") or "null")
@@ -290,7 +296,7 @@ def load_outcomes(
 
 def _baseline_outcomes(
     client, experiment_id: str, uri: str, tmp: Path
-) -> dict[tuple[str, int | None], SystemOutcomes]:
+) -> dict[tuple, SystemOutcomes]:
     """The baseline systems of the study's parent run: the newest parent that holds its
     baselines (as :func:`analysis.reading.record.results_table` reads their metrics) and their
     files."""
@@ -303,9 +309,14 @@ def _baseline_outcomes(
             if system is not None:
                 found[system] = read_outcomes(path)
         if found:
-            return dict(sorted(found.items(), key=lambda kv: (kv[0][0], kv[0][1] is not None,
-                                                              kv[0][1] or 0)))  # fmt: skip
+            return dict(sorted(found.items(), key=_system_order))
     return {}
+
+
+def _system_order(item) -> tuple:
+    """Kind, architecture, then the unseeded system before the seeds in order."""
+    key = item[0]
+    return key[0], system_arch(key) or 0, key[1] is not None, key[1] or 0
 
 
 def _local_folder(uri: str | None) -> Path | None:

@@ -13,7 +13,9 @@ The recorded accuracy of a metric is the share of items whose prediction equals 
 (:meth:`SystemOutcomes.accuracy`). Stored zstd-compressed: 10,000 items and four probes take
 tens of kilobytes. Where they live in the record: :data:`TRIAL_ARTIFACT` on each trial's run,
 :data:`BASELINE_FOLDER`/``<kind>.parquet`` (the raw input) and ``<kind>-seed<s>.parquet`` (a seeded
-baseline) on the parent run.
+baseline) on the parent run; in a study of several architectures, a kind measured for each
+(a random-init encoder when ``cnn_grid`` varies) adds the architecture's number,
+``random_init-seed0-arch2.parquet`` (:func:`baseline_file`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ import pandas as pd
 TRIAL_ARTIFACT = "evidence/outcomes.parquet"
 BASELINE_FOLDER = "baselines/outcomes"
 ITEM, LABEL = "item", "label"
-_BASELINE_FILE = re.compile(r"^(?P<kind>[a-z_]+?)(?:-seed(?P<seed>-?\d+))?\.parquet$")
+_BASELINE_FILE = re.compile(
+    r"^(?P<kind>[a-z_]+?)(?:-seed(?P<seed>-?\d+))?(?:-arch(?P<arch>\d+))?\.parquet$"
+)
 
 
 @dataclass(frozen=True)
@@ -111,27 +115,40 @@ def read_outcomes(path: str | Path) -> SystemOutcomes:
                           {k: v.astype(np.int64) for k, v in columns.items()})  # fmt: skip
 
 
-def baseline_file(kind: str, seed: int | None) -> str:
-    """The file name of one baseline system: ``raw.parquet``, ``random_init-seed0.parquet``."""
-    return f"{kind}.parquet" if seed is None else f"{kind}-seed{int(seed)}.parquet"
+def baseline_file(kind: str, seed: int | None, arch: int | None = None) -> str:
+    """The file name of one baseline system: ``raw.parquet``, ``random_init-seed0.parquet``;
+    with ``arch``, the architecture it was measured for in a study of several
+    (``random_init-seed0-arch2.parquet``)."""
+    name = kind if seed is None else f"{kind}-seed{int(seed)}"
+    return f"{name}.parquet" if arch is None else f"{name}-arch{int(arch)}.parquet"
 
 
-def parse_baseline_file(name: str) -> tuple[str, int | None] | None:
-    """(kind, seed) of a file named by :func:`baseline_file`; None for any other name."""
+def parse_baseline_file(name: str) -> tuple | None:
+    """(kind, seed) of a file named by :func:`baseline_file`, (kind, seed, arch) of one with
+    an architecture's number; None for any other name."""
     found = _BASELINE_FILE.match(name)
     if found is None:
         return None
-    seed = found.group("seed")
-    return found.group("kind"), None if seed is None else int(seed)
+    seed, arch = found.group("seed"), found.group("arch")
+    system = (found.group("kind"), None if seed is None else int(seed))
+    return system if arch is None else (*system, int(arch))
+
+
+def system_arch(key: tuple) -> int | None:
+    """The architecture's number of a baseline system's key (:attr:`Outcomes.baselines`):
+    None for a kind measured once in the study."""
+    return key[2] if len(key) > 2 else None
 
 
 @dataclass(frozen=True)
 class Outcomes:
     """A study's per-item outcomes: ``trials`` (run id -> its outcomes) and ``baselines``
-    ((kind, seed or None) -> outcomes). Every system shares one set of held-out items."""
+    ((kind, seed or None) -> outcomes; (kind, seed or None, architecture's number) for a kind
+    measured per architecture, :func:`parse_baseline_file`). Every system shares one set of
+    held-out items."""
 
     trials: dict[str, SystemOutcomes] = field(default_factory=dict)
-    baselines: dict[tuple[str, int | None], SystemOutcomes] = field(default_factory=dict)
+    baselines: dict[tuple, SystemOutcomes] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.trials)
@@ -148,10 +165,14 @@ class Outcomes:
         return pd.DataFrame(np.vstack(rows), index=pd.Index(ids, name="run_id"),
                             columns=pd.Index(items, name=ITEM))  # fmt: skip
 
-    def baseline_systems(self, kind: str, metric: str) -> dict[int | None, SystemOutcomes]:
-        """The systems of one baseline kind that hold ``metric`` (seed -> outcomes)."""
-        return {seed: o for (k, seed), o in self.baselines.items()
-                if k == kind and metric in o.predictions}  # fmt: skip
+    def baseline_systems(
+        self, kind: str, metric: str, arch: int | None = None
+    ) -> dict[int | None, SystemOutcomes]:
+        """The systems of one baseline kind that hold ``metric`` (seed -> outcomes); those
+        measured for the architecture numbered ``arch``, in a study of several."""
+        return {key[1]: o for key, o in self.baselines.items()
+                if key[0] == kind and system_arch(key) == arch
+                and metric in o.predictions}  # fmt: skip
 
 
 # the held-out items a trial was scored on: its metric trial/heldout_items, a results column
@@ -184,6 +205,7 @@ __all__ = [
     "outcome_frame",
     "parse_baseline_file",
     "read_outcomes",
+    "system_arch",
     "write_outcomes",
 ]  # fmt: skip
 

@@ -26,6 +26,8 @@ PARENT, TRIAL = "parent", "trial"
 TRIAL_CONFIG_TAG = "study.trial_config"
 BLOCK_TAG = "study.block"  # augmented designs: 1 the factorial, 2 the axial and centre points
 BASELINES_TAG = "study.baselines"  # the parent's baselines, JSON (study/baselines.py)
+# a study of several architectures: each one's baselines, JSON, in a tag of its own (+ its number)
+ARCHITECTURE_BASELINES_TAG = "study.baselines.architecture."
 # the study file's goals (analysis.stats.desirability), JSON; a tag, so a study resumed with new
 # goals is analysed with those
 GOALS_TAG = "study.goals"
@@ -251,8 +253,24 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
         "baselines": next(
             (p.data.tags[BASELINES_TAG] for p in parents if BASELINES_TAG in p.data.tags), ""
         ),
+        "baselines_by_architecture": next(
+            (architecture_baselines(p.data.tags) for p in parents if BASELINES_TAG in p.data.tags),
+            "",
+        ),
     }
     return rows_table(rows, metadata)
+
+
+def architecture_baselines(tags: dict[str, str]) -> str:
+    """The per-architecture baselines of a parent run's ``tags`` as one JSON list, in the
+    architectures' order (``[{"arch", "fields", "baselines"}]``, study/baselines.py); "" for a
+    study of one architecture, or one recorded before they were measured per architecture."""
+    found = []
+    for key, text in tags.items():
+        number = key.removeprefix(ARCHITECTURE_BASELINES_TAG)
+        if key.startswith(ARCHITECTURE_BASELINES_TAG) and number.isdigit():
+            found.append((int(number), json.loads(text)))
+    return json.dumps([entry for _, entry in sorted(found, key=lambda f: f[0])]) if found else ""
 
 
 def trial_blocks(parents: list, trials: dict) -> dict[str, int]:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.findings.baselines import baselines_json
+from analysis.findings.baselines import baseline_label, baselines_json
 from analysis.findings.direction import Direction
 from analysis.stats.best import finished_trials, target_of
 from analysis.stats.fits import ResponseFit, _num, findings
@@ -423,15 +423,27 @@ def _baselines_html(analysis: StudyAnalysis) -> str:
         label = f"best point {best.point_id} (mean of {best.n} replicate{'s' * (best.n > 1)})"
         bold = "".join(f"<td><b>{c}</b></td>" for c in cells)
         rows.append(f"<tr><td><b>{html.escape(label)}</b></td>{bold}<td></td></tr>")
-    for entry in found.values():
+    for kind, entry in found.items():
         cells = "".join(
             f"<td>{level(m, entry['metrics'][m]) if m in entry['metrics'] else '–'}</td>"
             for m in probes
         )
         standing = entry["standing"]["verdict"] if entry["standing"] else "–"
-        rows.append(f"<tr><td>{html.escape(entry['name'])}<br><small>"
+        label = baseline_label(kind, entry.get("architecture") or (), entry.get("whose", ""))
+        rows.append(f"<tr><td>{html.escape(label)}<br><small>"
                     f"{html.escape(entry['about'])}</small></td>{cells}"
                     f"<td>{html.escape(standing)}</td></tr>")  # fmt: skip
+    for kind, entry in found.items():  # a study of several architectures: the others' too
+        for other in entry.get("by_architecture") or []:
+            if other["architecture"] == entry.get("architecture"):
+                continue
+            cells = "".join(
+                f"<td>{level(m, other['metrics'][m]) if m in other['metrics'] else '–'}</td>"
+                for m in probes
+            )
+            rows.append(f"<tr><td>{html.escape(baseline_label(kind, other['architecture']))}"
+                        f"<br><small>{html.escape(other['about'])}; not the best point's "
+                        f"architecture</small></td>{cells}<td>–</td></tr>")  # fmt: skip
     table = (f"<table><thead><tr><th>representation</th>{head}<th>best point</th></tr></thead>"
              f"<tbody>{''.join(rows)}</tbody></table>")  # fmt: skip
     said = analysis.headline.against or ""
@@ -466,11 +478,11 @@ def _paired_html(analysis: StudyAnalysis) -> str:
         for t in s.paired.tests:
             against = "" if t.against_seed is None else f" (its seed {t.against_seed})"
             rows.append(
-                f"<tr><td>{html.escape(s.name)}{against}</td><td>{t.seed}</td><td>{t.b}</td>"
+                f"<tr><td>{html.escape(s.label)}{against}</td><td>{t.seed}</td><td>{t.b}</td>"
                 f"<td>{t.c}</td><td>{t.p:.3g}</td><td></td></tr>"
             )
         rows.append(
-            f"<tr><td><b>{html.escape(s.name)}</b>, over replicates</td><td>all</td>"
+            f"<tr><td><b>{html.escape(s.label)}</b>, over replicates</td><td>all</td>"
             f"<td><b>{s.paired.only_trained}</b></td><td><b>{s.paired.only_baseline}</b></td>"
             f"<td></td><td>{_signed_points(d.mean)} ({_signed_points(d.low)} to "
             f"{_signed_points(d.high)}): <b>{html.escape(s.verdict)}</b></td></tr>"

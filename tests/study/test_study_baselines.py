@@ -42,3 +42,23 @@ def test_the_parent_gets_them_once_and_a_new_measurement_never_overwrites_a_step
     assert sorted((m.step, m.value) for m in history) == [(0, 0.5), (1, 0.6)]
     assert duplicated_metric_rows(tmp_path / "mlflow.db") == []
     assert '"probe/knn_top1_h": 0.6' in record.client.get_run(parent).data.tags["study.baselines"]
+
+
+def test_a_design_that_proposes_its_architectures_as_it_runs_says_whose_baselines():
+    """An Optuna design shows one sampled trial before it runs: its baselines are that trial's
+    architecture's, and the tag's about says so; a laid-out design of one architecture adds
+    nothing (its words stay as they were)."""
+    from types import SimpleNamespace
+
+    from study.baselines import Architecture, Measured, unseen_note
+    from trainables.config import TrialConfig
+
+    config = TrialConfig(dataset="digits", cnn_grid=2)
+    found = Measured((Architecture(1, {}, config),))
+    spec = SimpleNamespace(factors={"cnn_grid": None, "temperature": None})
+    proposing = SimpleNamespace(representatives=lambda: (None,), totals=lambda: {"trials": 8})
+    assert unseen_note(spec, proposing, found) == (
+        "the study varies cnn_grid; measured for the first trial's (cnn_grid = 2)"
+    )
+    laid_out = SimpleNamespace(representatives=lambda: (None,) * 8, totals=lambda: {"trials": 8})
+    assert unseen_note(spec, laid_out, found) == ""

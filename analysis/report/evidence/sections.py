@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from analysis.findings.baselines import NAMES as BASELINE_NAMES
-from analysis.findings.baselines import baselines_of, counterpart
+from analysis.findings.baselines import (
+    OWN,
+    architecture_words,
+    baseline_name,
+    baselines_of,
+    counterpart,
+)
 from analysis.report.evidence.candidates import _candidates, candidate_table
 from analysis.report.evidence.cells import (
     DEFAULT_TARGET,
@@ -182,31 +187,50 @@ def transfer(df: pd.DataFrame, attrs: dict) -> str | Table:
     rows = [_transfer_row(done, p, attrs) for p in PROBES if p in done.columns]
     rows = [r for r in rows if r]
     if not rows:
-        return f"{NOT_MEASURED}: no finished trial records a probe."
+        return f"{NOT_MEASURED}: no probe/* columns in the record."
     caption = (
         "Linear and kNN probes on held-out labels (few-shot and fine-tuned transfer: "
         f"{NOT_MEASURED}). Best point by mean over its replicates, beside the study's "
         "baselines scored by the same probes on the same split (the raw input answers a z "
         "probe with its h score):"
     )
-    kinds = tuple(baselines_of(df))
+    found = baselines_of(df)
+    kinds = tuple(found)
     cols = ("probe", "best point", "mean ± sd over replicates", "all finished trials",
-            *(BASELINE_NAMES.get(k, k) for k in kinds))  # fmt: skip
+            *(baseline_name(k, found[k].get("of") or (), OWN) for k in kinds))  # fmt: skip
     if not kinds:
         caption += f" baselines {NOT_MEASURED} (baselines: [] or a study recorded before them)."
-    rows = [(*row, *_baseline_cells(df, row[0], kinds)) for row in rows]
+    if any(e.get("of") for e in found.values()):
+        caption = caption[:-1] + (", each of the best point's own architecture, named in its "
+                                  "cell:")  # fmt: skip
+    rows = [(*row, *_baseline_cells(df, row[0], kinds, _best_point(done, row[0])))
+            for row in rows]  # fmt: skip
     return Table(cols, tuple(rows), caption)
 
 
-def _baseline_cells(df: pd.DataFrame, probe: str, kinds: tuple[str, ...]) -> tuple[str, ...]:
-    """Each baseline's score on ``probe`` (as recorded, a fraction), or not measured."""
-    found = baselines_of(df)
+def _baseline_cells(
+    df: pd.DataFrame, probe: str, kinds: tuple[str, ...], point: object = None
+) -> tuple[str, ...]:
+    """Each baseline's score on ``probe`` (as recorded, a fraction), or not measured; in a
+    study of several architectures, ``point``'s own architecture's, named."""
+    found = baselines_of(df, None if point is None else str(point))
     cells = []
     for kind in kinds:
-        metrics = found[kind].get("metrics") or {}
+        metrics = (found.get(kind) or {}).get("metrics") or {}
         name = counterpart(kind, probe, metrics)
-        cells.append(NOT_MEASURED if name is None else f"{float(metrics[name]):.3f}")
+        of = found.get(kind, {}).get("of")
+        named = f" ({architecture_words(of)})" if of else ""
+        cells.append(NOT_MEASURED if name is None else f"{float(metrics[name]):.3f}{named}")
     return tuple(cells)
+
+
+def _best_point(done: pd.DataFrame, probe: str) -> object:
+    """The point of the best mean of ``probe`` over its replicates; None without points."""
+    value = _num(done, probe)
+    if value is None or "point_id" not in done.columns:
+        return None
+    means = value.groupby(done["point_id"]).mean().dropna()
+    return None if means.empty else means.idxmax()
 
 
 def _transfer_row(done: pd.DataFrame, probe: str, attrs: dict) -> tuple[str, ...] | None:
