@@ -11,9 +11,11 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+# a name followed by ".<" is a template of tag names (``study.baselines.architecture.<n>``), not
+# a pointer to code
 MARKED = re.compile(r"(?:``|`|:(?:func|class|mod|data|meth|attr):`)"
                     r"((?:analysis|study|search_spaces|trainables)"
-                    r"(?:\.[A-Za-z_]\w*)+)")  # fmt: skip
+                    r"(?:\.[A-Za-z_]\w*)++)(?!\.<)")  # fmt: skip
 PATH = re.compile(r"(?<![\w./-])((?:analysis|study|search_spaces|trainables|tests|benchmarks|"
                   r"scripts|docs)/[\w./-]*\.(?:py|md|yaml|ipynb))")  # fmt: skip
 SUFFIXES = {"py", "md", "yaml", "json", "html", "parquet", "db", "csv", "png", "svg", "ipynb"}
@@ -88,3 +90,5 @@ def test_the_check_finds_a_moved_module_a_missing_name_and_a_missing_file(tmp_pa
     page = ROOT / "docs" / "architecture.md"
     assert stale_pointers([str(page.relative_to(ROOT))]) == []
     assert _is_module_pointer("study.record") and not _is_module_pointer("study.role")
+    templated = "``study.baselines.architecture.<n>`` and ``study.baselines.study_configs``"
+    assert [m.group(1) for m in MARKED.finditer(templated)] == ["study.baselines.study_configs"]
