@@ -183,6 +183,8 @@ def next_study(
     record = StudyRecord.existing(tracking_uri, spec.study, read_only=True)
     outcomes = study_outcomes(record, tracking_uri)
     analysis = analyse(load_study(spec.study, tracking_uri), outcomes=outcomes)
+    if confirm and analysis.next_step.kind == "none":  # one decision: what next refuses
+        raise StudyError(f"study {spec.study!r}: no confirmation: {analysis.next_step.reason}")
     if confirm:
         target = analysis.headline.target
         step = confirm_step(analysis.results, analysis.fits.get(target), analysis.best,

@@ -355,3 +355,20 @@ def test_a_minimised_targets_chosen_mean_is_said_to_be_biased_downward(tmp_path)
     done = next_study(file, tracking_uri=uri, confirm=True, force=True)
     assert "so its mean is biased downward" in done.reason
     assert "biased upward" not in done.reason
+
+
+def ceiling(u, v, replicate, i):  # every trial at 100%: nothing varies, nothing to confirm
+    return {"probe/knn_top1_h": 1.0, "z/align": 0.2 + 0.1 * u, "z/uniform": -3.4 + 0.1 * v}
+
+
+def test_confirm_refuses_what_next_refuses_from_the_same_decision(tmp_path):
+    """A tie at the ceiling: `study next` writes nothing, and `--confirm` no more, saying the
+    same reason (the one decision, analysis.next_step)."""
+    file, uri = recorded(tmp_path, "planted-ceiling", ceiling)
+    with pytest.raises(StudyError) as plain:
+        next_study(file, tracking_uri=uri)
+    with pytest.raises(StudyError) as confirmed:
+        next_study(file, tracking_uri=uri, confirm=True, force=True)
+    reason = str(plain.value).removeprefix("study 'planted-ceiling': ")
+    assert str(confirmed.value) == f"study 'planted-ceiling': no confirmation: {reason}"
+    assert not list(tmp_path.glob("planted-ceiling-*.yaml"))
