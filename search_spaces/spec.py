@@ -41,6 +41,7 @@ from pydantic import (
 )
 
 from trainables.config import TrialConfig
+from trainables.metrics import better
 from trainables.names import (
     FIELD_SYNONYMS,
     UNKNOWN_KEY,
@@ -220,10 +221,18 @@ class Augments(_Strict):
 
 
 class Objective(_Strict):
-    """One objective of a multi-objective Optuna design: a metric and its direction."""
+    """One objective of a multi-objective Optuna design: a metric and its direction (by default
+    the catalogue's, :func:`trainables.metrics.better`: a loss, alignment or uniformity is
+    minimised)."""
 
     metric: str
-    mode: Literal["max", "min"] = "max"
+    mode: Literal["max", "min"] = None  # type: ignore[assignment]
+
+    @model_validator(mode="after")
+    def _direction(self) -> Objective:
+        if self.mode is None:
+            object.__setattr__(self, "mode", better(self.metric))
+        return self
 
 
 class Design(_Strict):
@@ -256,9 +265,10 @@ class Design(_Strict):
     # points: the design points themselves, each naming a value of every factor (study next
     # writes the points along a path of steepest ascent this way)
     points: tuple[dict[str, Any], ...] | None = None
-    # optuna: the metric to optimise
+    # optuna: the metric to optimise, and its direction (by default the catalogue's, resolved
+    # when the file is read: trainables.metrics.better)
     metric: str | None = None
-    mode: Literal["max", "min"] = "max"
+    mode: Literal["max", "min"] = None  # type: ignore[assignment]
     # optuna, several objectives at once (instead of metric and mode): the Pareto front is
     # sought, by NSGA-II (sampler nsga2, the default) or multi-objective TPE (sampler tpe)
     objectives: tuple[Objective, ...] | None = None
@@ -304,6 +314,12 @@ class Design(_Strict):
             return value
 
         return tuple({k: number(v) for k, v in point.items()} for point in points)
+
+    @model_validator(mode="after")
+    def _direction(self) -> Design:
+        if self.mode is None:
+            object.__setattr__(self, "mode", better(self.metric) if self.metric else "max")
+        return self
 
     @model_validator(mode="after")
     def _face_alpha(self) -> Design:
@@ -440,10 +456,18 @@ class Resources(_Strict):
 
 
 class Target(_Strict):
-    """The metric the progress view calls 'best so far'."""
+    """The metric the progress view calls 'best so far', and its direction: by default the
+    catalogue's (:func:`trainables.metrics.better`: a loss, alignment or uniformity is minimised,
+    an accuracy maximised), resolved when the file is read so the canonical file names it."""
 
     metric: str = "probe/knn_top1_h"
-    mode: Literal["max", "min"] = "max"
+    mode: Literal["max", "min"] = None  # type: ignore[assignment]
+
+    @model_validator(mode="after")
+    def _direction(self) -> Target:
+        if self.mode is None:
+            object.__setattr__(self, "mode", better(self.metric))
+        return self
 
 
 class Goal(_Strict):

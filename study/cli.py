@@ -332,8 +332,9 @@ def one_line(text: str, width: int = DESCRIPTION_SHOWN) -> str:
     megabytes is printed in constant time (rich wraps a long text in time that grows faster than
     its length: Textualize/rich#2716), and the plan stays a plan."""
     first = text[: width + 1].split("\n", 1)[0]
-    cut = len(first) > width or len(first) < len(text.strip())
-    return first[:width].rstrip() + (" …" if cut else "")
+    if len(first) <= width and len(first) == len(text.strip()):
+        return first
+    return first[: width - 2].rstrip() + " …"
 
 
 def _print_plan(data: dict, table) -> None:
@@ -341,13 +342,14 @@ def _print_plan(data: dict, table) -> None:
 
     console = _console()
     spec = table.spec
-    room = max(20, min(DESCRIPTION_SHOWN, console.width - len(spec.study) - 5))
+    room = max(20, min(DESCRIPTION_SHOWN, console.width - len(spec.study) - 3))
     console.print(f"[bold]{spec.study}[/bold] — {escape(one_line(spec.description, room))}")
     console.print(
         f"design {spec.design.kind}, {data['totals']['trials']} trials "
         f"({data['totals']['points']} points × {spec.design.replicates} replicates), "
         f"spec_sha {spec.sha}"
     )
+    console.print(_target_line(spec), highlight=False)
     if table.adaptive:
         from search_spaces.designs import objectives_of
 
@@ -371,6 +373,14 @@ def _print_plan(data: dict, table) -> None:
         f"every trial sees {data['totals']['examples_per_trial']} examples; "
         f"{data['totals']['examples']} in all"
     )
+
+
+def _target_line(spec) -> str:
+    """The target and which way it is sought, and why when the file did not say."""
+    target = spec.target
+    way = "maximised" if target.mode == "max" else "minimised"
+    why = "" if "mode" in target.model_fields_set else " (its usual direction; no mode given)"
+    return f"target {target.metric}: {way}{why}"
 
 
 def _structure_lines(structure: dict) -> list[str]:

@@ -14,11 +14,24 @@ of them) and the driver read, known before a trial runs.
 
 from __future__ import annotations
 
+import re
+
 from trainables.config import TrialConfig
 from trainables.corruption_families import SEVERITIES, families
 from trainables.sources import has_groups
 
 STATUSES = ("finished", "diverged", "collapsed")
+# metrics the catalogue knows are lower-is-better: a loss, alignment (the mean squared distance
+# between the two views' embeddings) and uniformity (the log of the mean Gaussian potential),
+# Wang & Isola (2020), with their per-class and worst-class variants; a target or objective
+# that names one without a mode is minimised
+LOWER_IS_BETTER = re.compile(r"(^|/)([a-z_]*loss|align|uniform)(_[a-z0-9_]+)?$")
+
+
+def better(metric: str) -> str:
+    """``"min"`` for a metric the catalogue knows is lower-is-better (:data:`LOWER_IS_BETTER`),
+    else ``"max"`` (accuracies, and anything else higher-is-better)."""
+    return "min" if LOWER_IS_BETTER.search(metric) else "max"
 TIMES = ("train_s", "eval_s", "data_s", "checkpoint_s", "compile_s", "evidence_s")
 SPACES = ("h", "z")
 

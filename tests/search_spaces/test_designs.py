@@ -257,3 +257,21 @@ def test_cli_plan_json():
     ):
         assert key in first
     assert first["lr_effective"] == pytest.approx(0.002 * math.sqrt(64 / 256))
+
+
+@pytest.mark.parametrize(("metric", "mode"), [
+    ("probe/knn_top1_h", "max"), ("probe/linear_top1_z", "max"), ("z/align", "min"),
+    ("h/uniform", "min"), ("train/loss", "min"), ("z/align_worst_class", "min"),
+])  # fmt: skip
+def test_a_target_or_optuna_metric_without_a_mode_is_sought_in_its_usual_direction(metric, mode):
+    """A loss, alignment or uniformity is lower-is-better (Wang & Isola 2020): a target, an
+    Optuna metric or objective naming one without a mode is minimised, never maximised silently
+    (ray-project/ray PR #12159); a mode the file gives is kept."""
+    targeted = spec({"temperature": {"levels": [0.1, 0.5]}}).canonical()
+    targeted["target"] = {"metric": metric}
+    assert parse_spec(targeted).target.mode == mode
+    targeted["target"] = {"metric": metric, "mode": "max"}
+    assert parse_spec(targeted).target.mode == "max"
+    optuna = targeted | {"factors": {"temperature": {"range": [0.1, 0.5]}},
+                         "design": {"kind": "optuna", "samples": 4, "metric": metric}}  # fmt: skip
+    assert parse_spec(optuna).design.mode == mode

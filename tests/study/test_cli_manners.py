@@ -60,7 +60,8 @@ def test_column_widths_fit_and_keep_values_whole_while_they_can():
 def test_plan_table_fits_80_columns_with_no_cut_header(workdir):
     done = invoke("plan", "toy_phase_diagram")
     assert done.exit_code == 0, done.output
-    assert "…" not in done.output
+    _, *rest = done.output.splitlines()  # the description's one line may end cut ( …)
+    assert "…" not in "\n".join(rest)
     assert max(len(line) for line in done.output.splitlines()) <= 80
 
 
