@@ -511,7 +511,7 @@ def run(
 @command()
 def status(name: StudyName, tracking_uri: TrackingUri = None) -> None:
     """Show a study's trials: their status, the examples each has seen and the target metric."""
-    from study.record import default_tracking_uri
+    from study.record import TARGET_MARK, default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     starting = _starting(name)
@@ -534,7 +534,8 @@ def status(name: StudyName, tracking_uri: TrackingUri = None) -> None:
         seen = run.data.metrics.get("train/examples_seen")
         rows.append([
             key, states[key], "—" if seen is None else f"{int(seen):,}",
-            "—" if value is None else level(metric, value), run.info.run_name or "",
+            "—" if value is None else level(metric, value),
+            (run.info.run_name or "").split(TARGET_MARK, 1)[0],  # its value is in its column
         ])  # fmt: skip
     headers = ["trial", "status", "examples seen", metric, "run"]
     console.print(_table(headers, rows, console.width))

@@ -9,11 +9,14 @@ from typing import Any
 import pandas as pd
 from mlflow.exceptions import MlflowException
 
+from analysis.findings.baselines import Standing
 from analysis.findings.headline import Headline
 from analysis.reading.load import load_history, read_results, results_frame
 from analysis.report.page import write_report
-from analysis.stats.best import target_of
+from analysis.stats.best import BestPoint, target_of
+from analysis.stats.units import level
 from analysis.study_analysis import analyse
+from search_spaces.designs import ABBREVIATIONS
 from study.export import results_table
 from study.mlflow_views import point_to_report
 from study.record import EVIDENCE_ARTIFACTS, MAX_TAG, SOURCE_RETURN_PNG, StudyRecord
@@ -62,7 +65,8 @@ def make_report(
     parent = record.parent() if record is not None else None
     if parent is not None:
         record.client.log_artifacts(parent.info.run_id, str(folder), "report")
-        record.set_parent_note(parent.info.run_id, parent_note(analysis.headline, parent))
+        note = parent_note(analysis.headline, parent, analysis.best, analysis.standings)
+        record.set_parent_note(parent.info.run_id, note)
         point_to_report(record, parent.info.run_id, stored_as or folder / "report.html")
     return analysis.to_json(), folder
 
@@ -142,19 +146,98 @@ def _artifact(record: StudyRecord, run_id: str, name: str, where: Path) -> Path 
 
 
 def findings_lead(top: Headline) -> str:
-    """The parent run's first paragraph: the findings, on the target first (``on_target``,
-    then ``found``), as one paragraph. MLflow's run page shows a description's first 100 px
-    (about two lines, the rest fading under "Show more"), so this is what a reviewer sees
-    without expanding it."""
+    """The findings as one paragraph, on the target first (``on_target``, then ``found``): the
+    second paragraph of the parent run's description, after its lead (:func:`parent_lead`)."""
     found = [*([top.on_target] if top.on_target else []), *top.found]
     return "**Findings.** " + (" ".join(found) or "No effect was detected.")
 
 
-def parent_note(top: Headline, parent) -> str:
-    """The parent run's description: the findings first (:func:`findings_lead`), then the
-    study in one sentence, what was not detectable, the best point, the baselines and the next
-    study (the report's headline), then the design, read from the parent's own params; within
-    MLflow's limit for a tag."""
+def _gist(sentence: str) -> str:
+    """A sentence without its closing parenthesis (the evidence behind it, said in full in the
+    findings below): 'No factor has a detectable effect on X (smallest detectable …).' -> 'No
+    factor has a detectable effect on X.'"""
+    text = sentence.rstrip()
+    if not text.endswith(")."):
+        return text
+    depth = 0
+    for i in range(len(text) - 2, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[:i].rstrip(" ,;:") + "."
+    return text
+
+
+def _verdict(top: Headline) -> str:
+    """What the study says of its target, each sentence without its evidence: that no factor
+    moved it (``on_target``), or the effects found on it (the first two, the rest counted);
+    the findings on other responses when nothing is said of the target."""
+    said = [top.on_target] if top.on_target else [s for s in top.found if f" {top.target} by " in s]
+    if not said:
+        return " ".join(_gist(s) for s in top.found[:2]) or "No effect was detected."
+    more = f" ({len(said) - 2} more effects on it below.)" if len(said) > 2 else ""
+    return " ".join(_gist(s) for s in said[:2]) + more
+
+
+def _best_words(best: BestPoint) -> str:
+    """'p000 (τ=0.1, B=64) at 84.5%, 95% interval 79.4% to 89.6% (1 replicate; selected among
+    4 points)': the best point as its run names and the headline give it."""
+    where = ", ".join(f"{ABBREVIATIONS.get(k, k)}={f'{v:g}' if isinstance(v, float) else v}"
+                      for k, v in best.factors.items())  # fmt: skip
+    mean = level(best.metric, best.mean)
+    sure = (
+        f", {best.level:.0%} interval {level(best.metric, best.ci_low)} to "
+        f"{level(best.metric, best.ci_high)}"
+        if best.has_interval
+        else ", no interval"
+    )
+    reps = f"{best.n} replicate{'s' * (best.n != 1)}"
+    among = f"; selected among {best.points} points" if best.selected else ""
+    return f"{best.point_id} ({where}) at {mean}{sure} ({reps}{among})"
+
+
+def _standing_words(top: Headline, standings: tuple[Standing, ...]) -> str | None:
+    """The best point against the raw input (else the first baseline measured), as the
+    headline words it up to its evidence: 'did not beat the raw input (93.0%)'."""
+    if standings:
+        chosen = next((s for s in standings if s.kind == "raw"), standings[0])
+        return chosen.sentence().split(": ", 1)[0]
+    if not top.against:  # the headline's words alone: 'Against the baselines, it …; it …'
+        return None
+    said = top.against.removeprefix("Against the baselines, it ").split("; it ")
+    chosen = next((s for s in said if "the raw input" in s), said[0])
+    return chosen.split(": ", 1)[0].rstrip(".")
+
+
+def parent_lead(
+    top: Headline, best: BestPoint | None = None, standings: tuple[Standing, ...] = ()
+) -> str:
+    """The parent run's first paragraph, all that MLflow's run page shows of a description
+    before *Show more* (its first 100 px: about five lines of 120 characters at 1280 px with the
+    Assistant open, the lower ones fading): what the study says of its target, its best point
+    with its interval (``best``, else the headline's sentence) and its standing against the raw
+    input (``standings``, else the headline's words), and the next step. Every word is the
+    analysis' own, each without its evidence, which the sections below give in full."""
+    parts = [f"**In short.** {_verdict(top)}"]
+    if best is not None:
+        standing = _standing_words(top, standings)
+        parts.append(f"**Best:** {_best_words(best)}" + (f"; it {standing}." if standing else "."))
+    elif top.best:
+        standing = _standing_words(top, standings)
+        parts.append(f"**Best:** {top.best}" + (f" It {standing}." if standing else ""))
+    if top.next_step:
+        parts.append(f"**Next:** {top.next_step}")
+    return " ".join(parts)
+
+
+def parent_note(
+    top: Headline, parent, best: BestPoint | None = None, standings: tuple[Standing, ...] = ()
+) -> str:
+    """The parent run's description: its lead (:func:`parent_lead`: the target's verdict, the
+    best point with its interval, its standing against the raw input and the next step, all
+    within the lines MLflow shows before *Show more*), then the findings
+    (:func:`findings_lead`), the study in one sentence, what was not detectable, the best point,
+    the baselines and the next study in full (the report's headline), then the design, read
+    from the parent's own params; within MLflow's limit for a tag."""
     params, tags = parent.data.params, parent.data.tags
     design = (
         f"**Design.** {params.get('design', '?').replace('_', ' ')} design over "
@@ -164,7 +247,7 @@ def parent_note(top: Headline, parent) -> str:
         "(artifacts `study_file.yaml`, `design.json`). The full report, with the model "
         "statistics, is the artifact `report/report.html`."
     )
-    parts = [findings_lead(top), "", top.sentence]
+    parts = [parent_lead(top, best, standings), "", findings_lead(top), "", top.sentence]
     if top.confirmation:
         parts += ["", f"**Confirmation.** {top.confirmation}"]
     if top.not_detected:

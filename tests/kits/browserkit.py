@@ -30,6 +30,14 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 SETUP = "scripts/setup_browser.sh"
 WIDTH, HEIGHT = 1400, 1000
 REVIEW_WIDTHS = (1280, 1400)  # a laptop's window and a desktop's, MLflow's Assistant open
+# a laptop's first screen: a 1280 x 800 window (Chromium's page in it is 657 px tall), or a page
+# of 1280 x 800 (the browser full screen on such a display)
+FIRST_SCREEN = (1280, 800)
+# A person's browser has a mouse: CSS and plotly.js read hover from media queries, where
+# headless Chromium answers "none" (no pointer device), and plotly then pins its tool bar over
+# every chart's top edge. Blink's settings give it a mouse: hover 2 = hover, pointer 4 = fine.
+DESKTOP_POINTER = ("--blink-settings=primaryHoverType=2,availableHoverTypes=2,"
+                   "primaryPointerType=4,availablePointerTypes=4")  # fmt: skip
 
 
 # -- a real mlflow server --
@@ -145,7 +153,8 @@ def headless_chromium(width: int = WIDTH, height: int = HEIGHT):
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for arg in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-dev-shm-usage", f"--window-size={width},{height}"):  # fmt: skip
+                "--disable-dev-shm-usage", f"--window-size={width},{height}",
+                DESKTOP_POINTER):  # fmt: skip
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
@@ -184,10 +193,16 @@ def screenshot_after(driver, name: str) -> Iterator[None]:
         screenshot(driver, name)
 
 
-def open_page(driver, url: str, width: int = WIDTH, height: int = HEIGHT) -> None:
-    """Load ``url`` in a window of this size, from a blank page (so nothing of the last page is
-    left to match), with the console log drained."""
+def open_page(
+    driver, url: str, width: int = WIDTH, height: int = HEIGHT, page: bool = False
+) -> None:
+    """Load ``url`` in a window of this size (with ``page``, a window whose page is this size),
+    from a blank page (so nothing of the last page is left to match), with the console log
+    drained."""
     driver.set_window_size(width, height)
+    if page:  # the window's frame and bars take what the page does not get
+        inner = driver.execute_script("return [window.innerWidth, window.innerHeight]")
+        driver.set_window_size(2 * width - inner[0], 2 * height - inner[1])
     driver.get("about:blank")
     driver.get_log("browser")
     driver.get(url)
@@ -316,6 +331,26 @@ def columns_in_first_screen(driver, columns: list[str]) -> tuple[list[str], dict
     outside = [c for c in columns if c not in shown or shown[c][0] < left - 1
                or shown[c][1] > right + 1]  # fmt: skip
     return outside, cells
+
+
+ASSISTANT_JS = """
+const panel = [...document.querySelectorAll('div[data-assistant-ui]')].find(e => {
+  const r = e.getBoundingClientRect();
+  return r.width >= 200 && r.height >= 200 && (e.innerText || '').includes('Assistant'); });
+if (panel) { const r = panel.getBoundingClientRect();
+  return {left: r.left, top: r.top, right: r.right, bottom: r.bottom}; }
+const fab = document.querySelector('button[data-assistant-ui]');
+if (fab && arguments[0]) fab.click();
+return null;
+"""
+
+
+def assistant_panel(driver, open_it: bool = True, timeout: float = 30) -> dict:
+    """MLflow's Assistant panel, opened if it is not (its button, bottom right): its box in the
+    window ``{left, top, right, bottom}``. A fresh browser's first page from localhost opens it by
+    itself (and the browser remembers it open); this makes sure, whatever an earlier test did."""
+    return wait_until(driver, lambda d: d.execute_script(ASSISTANT_JS, open_it),
+                      "MLflow's Assistant panel, open", timeout=timeout)  # fmt: skip
 
 
 def console_errors(driver) -> list[dict]:

@@ -16,8 +16,10 @@ from pathlib import PurePosixPath
 import mlflow
 import pytest
 from browserkit import (
+    FIRST_SCREEN,
     REVIEW_WIDTHS,
     UI,
+    assistant_panel,
     columns_in_first_screen,
     console_errors,
     open_page,
@@ -273,6 +275,113 @@ def test_chart_view_opens_on_the_target_against_each_factor_and_draws_curves_by_
         )
 
 
+CHART_AREA = "[data-testid='experiment-view-compare-runs-chart-area']"  # the charts' scroll box
+FACTOR_CARDS_JS = """
+const [factors, target, mode] = arguments;
+const area = document.querySelector("[data-testid='experiment-view-compare-runs-chart-area']");
+const a = area ? area.getBoundingClientRect() : null;
+const box = r => [Math.round(r.left), Math.round(r.top), Math.round(r.right), Math.round(r.bottom)];
+const out = {window: [innerWidth, innerHeight], area: a && box(a), cards: {}};
+for (const p of document.querySelectorAll('.js-plotly-plot')) {
+  const x = [...p.querySelectorAll('.g-xtitle text')].map(t => t.textContent);
+  const y = [...p.querySelectorAll('.g-ytitle text')].map(t => t.textContent);
+  if (!x.length || !factors.includes(x[0])) continue;
+  const card = p.closest("[data-testid='experiment-view-compare-runs-card']") || p;
+  const heading = card.querySelector('h4') || card;
+  const titles = [...p.querySelectorAll('.g-xtitle text, .g-ytitle text')]
+    .map(t => box(t.getBoundingClientRect()));
+  const points = [...p.querySelectorAll('.scatterlayer .trace .points path')]
+    .map(e => { const r = e.getBoundingClientRect();
+      return [r.left + r.width / 2, r.top + r.height / 2]; });
+  const ys = points.map(q => q[1]);
+  const edge = mode === 'min' ? Math.max(...ys) : Math.min(...ys);
+  const best = points.filter(q => Math.abs(q[1] - edge) < 1);
+  const shown = e => {  // drawn, not transparent (plotly's tool bar waits for the mouse)
+    for (let a = e; a && a !== p; a = a.parentElement) { const cs = getComputedStyle(a);
+      if (parseFloat(cs.opacity) < 0.1 || cs.visibility === 'hidden') return false; }
+    return true; };
+  const covered = best.map(([cx, cy]) => { const e = document.elementFromPoint(cx, cy);
+    const over = !e || !p.contains(e) || (!!e.closest('.modebar') && shown(e));
+    return over ? [cx, cy, e ? (e.className.baseVal ?? e.className) + ' ' + e.tagName
+      : 'nothing'] : null; }).filter(Boolean);
+  out.cards[x[0]] = {x: x, y: y, card: box(card.getBoundingClientRect()), titles: titles,
+    heading: heading.textContent, tooltip: heading.getAttribute('title'),
+    headingCut: heading.scrollWidth > heading.clientWidth + 1 ? [heading.clientWidth,
+      heading.scrollWidth] : null, points: points.length, best: best.length, covered: covered};
+}
+return out;
+"""
+
+
+def test_chart_view_shows_each_target_by_factor_chart_whole_beside_the_assistant(ui: UI):
+    """The saved view's chart view on a 1280 x 800 page, the Assistant open: each scatter of the
+    target against a factor (two a row, study.mlflow_views.FACTOR_COLUMNS) lies wholly inside the
+    window, inside the chart area's visible part and left of the Assistant panel, unscrolled:
+    its heading (MLflow's "<factor> vs. <target>"; where the card is too narrow for it, cut
+    with an ellipsis, its tooltip holds it whole), both axis titles and its points; nothing
+    drawn covers its best points (with a mouse, plotly's tool bar shows only on hover). In a
+    1280 x 800 window (a 657 px page) MLflow's header, shared-view notice and filters leave the
+    chart area 228 px: no chart with its axes fits there (docs/mlflow.md); its screenshot is
+    saved beside this one."""
+    study, driver = ui.study, ui.driver
+    factors, target = study_columns(study)
+    mode = study.parent.data.params.get("target_mode", "max")
+    found: dict = {}
+
+    def drawn(d) -> bool:  # every factor's scatter, its axis titles and its points drawn
+        found.clear()
+        found.update(d.execute_script(FACTOR_CARDS_JS, factors, target, mode) or {})
+        cards = found.get("cards", {})
+        return set(cards) == set(factors) and all(c["points"] and len(c["titles"]) == 2
+                                                  for c in cards.values())  # fmt: skip
+
+    fragment = view_fragment(study, TRIALS_VIEW, charts=True)
+    with screenshot_after(driver, "charts-1280x800-window"):  # what a 1280 x 800 window shows
+        ui.open(fragment, width=FIRST_SCREEN[0], height=FIRST_SCREEN[1])
+        assistant_panel(driver)
+        with suppress(AssertionError):
+            wait_until(driver, lambda d: d.find_elements("css selector", CHART_AREA),
+                       "the chart area")  # fmt: skip
+        window = driver.execute_script(FACTOR_CARDS_JS, factors, target, mode) or {}
+        print(f"a 1280 x 800 window: page {window.get('window')}, chart area {window.get('area')}")
+    with screenshot_after(driver, "charts-1280x800"):
+        ui.open(fragment, width=FIRST_SCREEN[0], height=FIRST_SCREEN[1], page=True)
+        panel = assistant_panel(driver)
+        with suppress(AssertionError):
+            wait_until(driver, drawn, f"the scatters of {target} against {factors}, drawn")
+        cards = found.get("cards", {})
+        assert set(cards) == set(factors), f"the scatters drawn: {sorted(cards)}; {found}"
+        width, height = found["window"]
+        area = found["area"] or [0, 0, width, height]
+        problems = []
+        for factor, c in cards.items():
+            left, top, right, bottom = c["card"]
+            if left < 0 or top < 0 or right > width or bottom > height:
+                problems.append(f"{factor}: its card {c['card']} is not inside the window")
+            if top < area[1] - 1 or bottom > area[3] + 1:
+                problems.append(f"{factor}: its card {c['card']} is cut by the chart area {area}")
+            if right > panel["left"] + 1:
+                problems.append(f"{factor}: the Assistant panel {panel} covers its card")
+            if c["x"][:1] != [factor] or c["y"][:1] != [target]:
+                problems.append(f"{factor}: its axes are titled {c['x']} and {c['y']}")
+            outside = [t for t in c["titles"] if t[0] < left or t[1] < top or t[2] > right
+                       or t[3] > bottom]  # fmt: skip
+            if outside:
+                problems.append(f"{factor}: axis titles {outside} reach outside its card")
+            if c["headingCut"] and c["tooltip"] != c["heading"]:
+                problems.append(f"{factor}: its heading {c['heading']!r} is cut short")
+            elif c["headingCut"]:  # MLflow's "<factor> vs. <target>" beside its buttons
+                shown, whole = c["headingCut"]
+                print(f"{factor}: the heading {c['heading']!r} shows {shown} of {whole} px, "
+                      "the rest in its tooltip; its axis titles are whole")  # fmt: skip
+            if not c["best"] or c["covered"]:
+                problems.append(f"{factor}: its best points are covered: {c['covered']}")
+        assert not problems, (
+            f"chart view on a 1280 x 800 page, Assistant open: {'; '.join(problems)}; "
+            f"chart area {area}, cards {cards}"
+        )
+
+
 @pytest.mark.parametrize("width", REVIEW_WIDTHS)
 def test_compare_page_shows_a_parallel_coordinates_plot_and_the_factors(ui: UI, width: int):
     """MLflow's Compare page (runs selected, then Compare) picks its parallel-coordinates axes
@@ -292,56 +401,157 @@ def test_compare_page_shows_a_parallel_coordinates_plot_and_the_factors(ui: UI, 
 
 
 LEAD_JS = """
-const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-let node = null;
-while (walker.nextNode()) if (walker.currentNode.textContent.startsWith('Findings.')) {
-  node = walker.currentNode; break; }
-if (!node) return null;
-let box = node.parentElement;
-while (box && getComputedStyle(box).maxHeight === 'none') box = box.parentElement;
-node.parentElement.scrollIntoView({block: 'center'});
-const lead = node.parentElement.closest('p') || node.parentElement;
-const range = document.createRange();
-range.selectNodeContents(lead);
-const lines = [...range.getClientRects()].map(r => [r.top, r.bottom]);
-const b = box ? box.getBoundingClientRect() : null;
-return {box: b && [b.top, b.bottom], maxHeight: box && getComputedStyle(box).maxHeight,
-        lines: lines, text: lead.innerText.slice(0, 200), window: window.innerHeight};
+const markers = arguments[0];
+const boxes = [...document.querySelectorAll('div')].filter(d =>
+  getComputedStyle(d).maxHeight !== 'none' && (d.innerText || '').startsWith('In short.'));
+if (!boxes.length) return null;
+const box = boxes[boxes.length - 1];
+box.scrollIntoView({block: 'center'});
+const b = box.getBoundingClientRect();
+const lead = [...box.querySelectorAll('p')].find(p => p.innerText.startsWith('In short.'));
+if (!lead) return null;
+const nodes = [];
+let text = '';
+const walker = document.createTreeWalker(lead, NodeFilter.SHOW_TEXT);
+while (walker.nextNode()) { nodes.push([walker.currentNode, text.length]);
+  text += walker.currentNode.textContent; }
+const lh = parseFloat(getComputedStyle(lead).lineHeight);
+const lineOf = i => {  // the rendered line (1 = the box's first) of character i
+  for (let k = nodes.length - 1; k >= 0; k--) if (nodes[k][1] <= i) {
+    const r = document.createRange();
+    r.setStart(nodes[k][0], i - nodes[k][1]); r.setEnd(nodes[k][0], i - nodes[k][1] + 1);
+    const rects = r.getClientRects(); const c = rects[rects.length - 1];
+    return c ? Math.floor((c.top + c.height / 2 - b.top) / lh) + 1 : null; }
+  return null; };
+const perLine = {};
+for (let i = 0; i < text.length; i++) { const l = lineOf(i); if (l) perLine[l] = i + 1; }
+const chars = Object.keys(perLine).map(Number).sort((x, y) => x - y)
+  .map((l, k, ls) => perLine[l] - (k ? perLine[ls[k - 1]] : 0));
+const found = markers.map(m => { const i = text.indexOf(m);
+  return i < 0 ? [m, null, null] : [m, lineOf(i), lineOf(i + m.length - 1)]; });
+return {box: [b.left, b.top, b.right, b.bottom], maxHeight: getComputedStyle(box).maxHeight,
+        lineHeight: lh, leadTop: lead.getBoundingClientRect().top - b.top, chars: chars,
+        found: found, text: text.slice(0, 700), window: [innerWidth, innerHeight]};
 """
+SHOWN_LINES = 4  # of a description, what MLflow's run page shows clearly before "Show more"
+
+
+def lead_markers(study) -> list[str]:
+    """What the parent's lead must carry, in the analysis' own words (its report.json): the
+    target's verdict (its first words), the best point with its interval, its standing against
+    the raw input, and the next step (its first words)."""
+    from analysis.stats.units import level
+
+    report = json.loads((study.report.parent / "report.json").read_text())
+    top, best = report["headline"], report["best_point"]
+    target = [s for s in top["found"] if f" {top['target']} by " in s]
+    verdict = top["on_target"] or (target or top["found"] or ["No effect was detected."])[0]
+    markers = [verdict[:40], f"Best: {best['point_id']} ("]
+    if best["ci_low"] is not None:
+        metric = best["metric"]
+        markers.append(f"interval {level(metric, best['ci_low'])} to "
+                       f"{level(metric, best['ci_high'])}")  # fmt: skip
+    raw = (report.get("baselines") or {}).get("raw") or {}
+    if raw.get("standing"):
+        markers.append(raw["standing"]["sentence"].split(": ", 1)[0])
+    if top["next_step"]:
+        markers.append(f"Next: {top['next_step'][:30]}")
+    return markers
 
 
 @pytest.mark.parametrize("width", REVIEW_WIDTHS)
-def test_parent_run_page_shows_the_findings_without_expanding(ui: UI, width: int):
-    """The parent's description opens with its findings (``study.reporting.findings_lead``):
-    MLflow shows a description's first 100 px, the lower 60 % fading under "Show more", so
-    the findings' first line must lie in the clear top of that box."""
+def test_parent_description_opens_with_the_verdict_best_point_standing_and_next_step(
+    ui: UI, width: int
+):
+    """A 1280 (or 1400) x 800 window, the Assistant open: MLflow's run page stacks the run's
+    details above its description at this width (no setting changes that: docs/mlflow.md), and
+    shows the description's first 100 px, the lower lines fading under "Show more". Its first
+    four lines carry the lead (study.reporting.parent_lead): the target's verdict, the best point
+    with its interval, its standing against the raw input and the next step."""
     study, driver = ui.study, ui.driver
     parent = study.parent
     note = parent.data.tags.get("mlflow.note.content", "")
-    summary = json.loads((study.report.parent / "report.json").read_text())["headline"]
-    assert note.startswith("**Findings.** "), note[:300]
-    first = (([summary["on_target"]] if summary["on_target"] else []) + summary["found"]
-             or ["No effect was detected."])[0]  # fmt: skip
+    assert note.startswith("**In short.** "), note[:300]
+    markers = lead_markers(study)
     geometry: dict = {}
-    with screenshot_after(driver, f"parent-run-{width}px"):
-        ui.open(f"experiments/{study.experiment_id}/runs/{parent.info.run_id}", width=width)
+    with screenshot_after(driver, f"parent-run-lead-{width}x800"):
+        ui.open(f"experiments/{study.experiment_id}/runs/{parent.info.run_id}", width=width,
+                height=FIRST_SCREEN[1])  # fmt: skip
         run_page_loaded(ui, parent.info.run_id)
+        panel = assistant_panel(driver)
 
         def lead_drawn(d) -> bool:
             geometry.clear()
-            geometry.update(d.execute_script(LEAD_JS) or {})
-            return bool(geometry.get("lines"))
+            geometry.update(d.execute_script(LEAD_JS, markers) or {})
+            return bool(geometry.get("chars"))
 
         with suppress(AssertionError):
-            wait_until(driver, lead_drawn, "the parent's description, findings first")
-        assert geometry.get("text", "").startswith("Findings. " + first[:40]), geometry
-        top, bottom = geometry["box"] or (0, geometry["window"])
-        clear = top + 0.4 * (bottom - top) + 2  # above the fade
-        first_line = geometry["lines"][0]
-        assert top - 1 <= first_line[0] and first_line[1] <= clear, (
-            f"at {width} px the findings' first line {first_line} is not in the clear top of "
-            f"the description box {geometry['box']} (max-height {geometry['maxHeight']})"
+            wait_until(driver, lead_drawn, "the parent's description, its lead first")
+        print(f"at {width} px the description box {geometry.get('box')} holds "
+              f"{geometry.get('chars')} characters a line")  # fmt: skip
+        assert geometry.get("chars"), f"no lead drawn: {geometry}"
+        problems = []
+        if abs(geometry["leadTop"]) > 2:
+            problems.append(f"the lead starts {geometry['leadTop']:.0f} px into the box")
+        if geometry["box"][2] > panel["left"] + 1:
+            problems.append(f"the Assistant panel {panel} covers the box {geometry['box']}")
+        for marker, first, last in geometry["found"]:
+            if first is None:
+                problems.append(f"{marker!r} is not in the lead")
+            elif last > SHOWN_LINES:
+                problems.append(f"{marker!r} ends on line {last}, past the first {SHOWN_LINES}")
+        assert not problems, (
+            f"parent run at {width} x 800, Assistant open: {'; '.join(problems)}; characters a "
+            f"line {geometry['chars']}; the lead reads {geometry['text']!r}"
         )
+
+
+def test_child_run_first_screen_shows_its_factors_and_target_value(ui: UI):
+    """A child run's page at 1280 x 800, the Assistant open, unscrolled: its name (the page's
+    heading, study.record.finished_name) gives its factor values and its target's value. Its
+    description, which says so too in its first line, lies below the fold at this width."""
+    from analysis.stats.units import level
+    from search_spaces.designs import ABBREVIATIONS
+
+    study, driver = ui.study, ui.driver
+    factors, target = study_columns(study)
+    child = study.children[0]
+    value = level(target, child.data.metrics[target])
+    wanted = [*(f"{ABBREVIATIONS.get(f, f)}={child.data.params[f]}" for f in factors),
+              f"{target} {value}"]  # fmt: skip
+    note = child.data.tags.get("mlflow.note.content", "").splitlines()
+    assert note and all(w in note[0] for w in wanted), (wanted, note[:1])
+    found: dict = {}
+    with screenshot_after(driver, "child-run-first-screen-1280x800"):
+        ui.open(f"experiments/{study.experiment_id}/runs/{child.info.run_id}",
+                width=FIRST_SCREEN[0], height=FIRST_SCREEN[1])  # fmt: skip
+        run_page_loaded(ui, child.info.run_id)
+        panel = assistant_panel(driver)
+
+        def heading(d) -> bool:
+            found.clear()
+            found.update(d.execute_script(
+                "const h = [...document.querySelectorAll('h1, h2')].find(e =>"
+                "  arguments[0].every(w => e.textContent.includes(w)));"
+                "if (!h) return null; const r = h.getBoundingClientRect();"
+                "return {text: h.textContent, box: [r.left, r.top, r.right, r.bottom],"
+                "  cut: h.scrollWidth > h.clientWidth + 1, window: [innerWidth, innerHeight],"
+                "  scrolled: window.scrollY};", wanted) or {})  # fmt: skip
+            return bool(found)
+
+        with suppress(AssertionError):
+            wait_until(driver, heading, f"a heading naming {wanted}")
+        assert found, f"no heading of child run {child.info.run_name!r} shows {wanted}"
+        left, top, right, bottom = found["box"]
+        width, height = found["window"]
+        problems = []
+        if found["scrolled"] or top < 0 or bottom > height or left < 0 or right > width:
+            problems.append(f"it lies outside the unscrolled window {found['window']}")
+        if right > panel["left"] + 1:
+            problems.append(f"the Assistant panel {panel} covers it")
+        if found["cut"]:
+            problems.append("it is cut short")
+        assert not problems, f"the heading {found['text']!r} {found['box']}: {'; '.join(problems)}"
 
 
 def test_child_run_page_shows_its_dataset_and_source(ui: UI):

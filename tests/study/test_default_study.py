@@ -134,7 +134,7 @@ def test_study_run_ends_with_the_findings_then_the_paths_and_the_parent_leads_wi
     assert [p.split(":")[0] for p in paths[:3]] == ["report", "results", "MLflow UI"]
     assert len(paths) == 4 and "workflowType=machine_learning" in paths[3]
     note = parent_runs(uri(folder), NAME)[0].data.tags["mlflow.note.content"]
-    assert note.startswith("**Findings.** ") and f"\n\n{lines[0]}\n" in note
+    assert note.startswith("**In short.** ") and f"\n\n{lines[0]}\n" in note
     assert (
         "\n---\n\n**Design.** full factorial design over temperature, batch_size: 8 trials" in note
     )

@@ -221,6 +221,9 @@ def test_child_description_follows_the_trial_and_its_dataset_is_logged_once(reco
     record.finish_trial(run_id, {"status": "finished", "examples_seen": 1536, "wall_s": 1.0})
     run = client.get_run(run_id)
     assert "- **Status:** finished · **examples seen:** 1,536 of 1,536" in run.data.tags[NOTE]
+    # its name and its description's first line give its factors and its target's value
+    assert run.info.run_name == f"{first.run_name} — {TARGET} 50.0%"
+    assert run.data.tags[NOTE].startswith(f"**{run.info.run_name}** (finished) · **Trial `")
     assert len(run.inputs.dataset_inputs) == 1
     # resumed: the run is found again, its dataset is not logged twice
     assert record.ensure_trial_run(first, parent, spec.sha) == run_id

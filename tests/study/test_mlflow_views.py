@@ -121,6 +121,7 @@ def test_the_views_build_on_the_record_and_the_record_never_imports_them():
 
 class _Headline:
     sentence = "The study varied temperature."
+    target = "probe/knn_top1_h"
     on_target = None
     found = ("Doubling temperature lowers probe/knn_top1_h by 2.8 points.",)
     not_detected = ("No factor has a detectable effect on z/align.",)
@@ -140,7 +141,10 @@ def test_the_parent_description_opens_with_the_findings():
     note = parent_note(_Headline, _Parent)
     lead = findings_lead(_Headline)
     assert lead == "**Findings.** Doubling temperature lowers probe/knn_top1_h by 2.8 points."
-    assert note.startswith(lead + "\n\nThe study varied temperature.\n\n**Not detectable**")
+    first = ("**In short.** Doubling temperature lowers probe/knn_top1_h by 2.8 points. "
+             "**Best:** Highest probe/knn_top1_h at p000. **Next:** run 2 replicates")  # fmt: skip
+    assert note.startswith(f"{first}\n\n{lead}\n\nThe study varied temperature.\n\n**Not "
+                           "detectable**")  # fmt: skip
     assert "**Next study.** Run 2 replicates" in note and "\n---\n\n**Design.**" in note
     quiet = type("Quiet", (_Headline,), {"found": (), "on_target": None})
     assert findings_lead(quiet) == "**Findings.** No effect was detected."

@@ -18,7 +18,13 @@ from analysis.study_analysis import analyse
 from search_spaces.spec import Goal
 from study.export import export_parquet
 from study.record import MAX_TAG, StudyRecord
-from study.reporting import findings_lead, make_report, parent_note, source_return
+from study.reporting import (
+    findings_lead,
+    make_report,
+    parent_lead,
+    parent_note,
+    source_return,
+)
 
 NOTE = "mlflow.note.content"
 
@@ -72,8 +78,9 @@ def test_the_report_is_written_attached_and_described(recorded, tmp_path):
     # the parent's description is the findings first, then the study's sentence, design last
     analysis = analyse(read_results(export_parquet(record, tmp_path / "r.parquet")))
     note = record.client.get_run(parent.info.run_id).data.tags[NOTE]
-    assert note == parent_note(analysis.headline, parent)
-    assert note.startswith(findings_lead(analysis.headline))
+    assert note == parent_note(analysis.headline, parent, analysis.best, analysis.standings)
+    assert note.startswith(parent_lead(analysis.headline, analysis.best, analysis.standings))
+    assert f"\n\n{findings_lead(analysis.headline)}\n\n" in note
     assert analysis.headline.sentence in note
     assert note.rstrip().endswith("is the artifact `report/report.html`.")
     assert "**Design.**" in note.split("---")[-1]
@@ -136,8 +143,9 @@ def test_the_parent_note_keeps_the_design_within_mlflows_limit():
                 "replicates": "2", "resources": "{'cpu': 1}"},
         tags={"study.spec_sha": "abc123"}))  # fmt: skip
     short = parent_note(headline(best="p000 at 95%.", next_step="narrow the range."), parent)
-    assert short.split("\n\n")[:2] == ["**Findings.** No effect was detected.",
-                                       "The study in one sentence."]  # fmt: skip
+    assert short.split("\n\n")[:3] == [
+        "**In short.** No effect was detected. **Best:** p000 at 95%. **Next:** narrow the range.",
+        "**Findings.** No effect was detected.", "The study in one sentence."]  # fmt: skip
     assert "**Best point.** P000 at 95%." in short and "**Next study.** Narrow the range." in short
     assert "full factorial design over temperature, batch_size: 8 trials, 2 replicates" in short
     assert "study file sha abc123" in short
@@ -163,3 +171,29 @@ def test_a_report_without_figures_loads_no_figure_package(recorded, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert done.stdout.split() == ["False", "False"], done.stderr[-2000:]
     assert (tmp_path / "report.html").is_file() and not (tmp_path / "figures").exists()
+
+
+def test_the_parent_lead_says_the_verdict_best_point_standing_and_next_step_without_evidence():
+    """The lead (study.reporting.parent_lead) reads the analysis' objects and sentences, each
+    cut at its evidence, which the sections after it give in full."""
+    from analysis.findings.baselines import Standing
+    from analysis.stats.best import BestPoint
+
+    best = BestPoint("p001", {"temperature": 0.1, "batch_size": 256}, "probe/knn_top1_h", "max",
+                     2, 0.975, 0.954, 0.996, finished=8, points=4)  # fmt: skip
+    raw = Standing("raw", "probe/knn_top1_h", "probe/knn_top1_h", 0.975, (),
+                   "cannot be told apart", 0.0)  # fmt: skip
+    top = headline(on_target="No factor has a detectable effect on probe/knn_top1_h (smallest "
+                   "detectable at 80% power: doubling temperature 0.79 points).",
+                   next_step="run 5 replicates per point instead of 2.")  # fmt: skip
+    assert parent_lead(top, best, (raw,)) == (
+        "**In short.** No factor has a detectable effect on probe/knn_top1_h. **Best:** p001 "
+        "(τ=0.1, B=256) at 97.5%, 95% interval 95.4% to 99.6% (2 replicates; selected among 4 "
+        "points); it cannot be told apart from the raw input (97.5%), which lies within its 95% "
+        "interval. **Next:** run 5 replicates per point instead of 2."
+    )
+    found = ("Doubling temperature lowers probe/knn_top1_h by 2.8 points (95% CI 1.2 points to "
+             "4.4 points; Holm-adjusted p = 0.003).", "Doubling batch_size raises z/align by 0.01 "
+             "(95% CI 0.004 to 0.02; Holm-adjusted p = 0.02).")  # fmt: skip
+    lead = parent_lead(headline(found=found), None, ())
+    assert lead == "**In short.** Doubling temperature lowers probe/knn_top1_h by 2.8 points."

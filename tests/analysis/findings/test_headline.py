@@ -120,7 +120,8 @@ def test_the_parent_description_in_mlflow_leads_with_the_findings_then_the_sente
     top = analyse(planted(-0.02), (RESPONSE,)).headline
     parent = SimpleNamespace(data=SimpleNamespace(params={}, tags={}))
     text = parent_note(top, parent)
-    assert text.startswith("**Findings.** Doubling temperature lowers")
+    assert text.startswith(f"**In short.** Doubling temperature lowers {RESPONSE} by")
+    assert "\n\n**Findings.** Doubling temperature lowers" in text
     assert f"\n\n{top.sentence}\n\n" in text
     assert "**Best point.** Highest" in text and "**Next study.**" in text
 
