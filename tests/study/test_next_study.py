@@ -289,12 +289,6 @@ def test_a_confirmation_studys_record_says_whether_the_chosen_point_held(tmp_pat
     assert analysis.headline.lines()[1].startswith("Confirmation of planted-plane's selected point")
 
 
-def flat_within_an_item(u, v, replicate, i):  # no factor matters: every mean within one item
-    noise = (0.001, -0.001, 0.0005, -0.0005)[i % 4]
-    return {"probe/knn_top1_h": 0.95 + noise, "z/align": 0.2 + 0.1 * u + noise,
-            "z/uniform": -3.4 + 0.1 * v - noise}  # fmt: skip
-
-
 def steep(u, v, replicate, i):  # τ moves the accuracy by 6 points: far more than one item
     noise = (0.004, -0.004, 0.002, -0.002)[i % 4]
     return {"probe/knn_top1_h": 0.90 - 0.06 * u + 0.01 * v + noise,
@@ -307,9 +301,11 @@ def next_cli(file: Path, uri: str, *flags: str) -> subprocess.CompletedProcess:
 
 
 def test_a_confirmation_the_held_out_set_cannot_resolve_is_not_written_unless_forced(tmp_path):
+    """τ moves the accuracy (study next writes a path), but the best point and its rival differ
+    only in B, which does nothing: their means lie within one of the 360 held-out items."""
     file = write(tmp_path, "planted-flat")
-    uri = record_study(tmp_path, "planted-flat", spec=load_spec(file),
-                       truth=flat_within_an_item, heldout_items=360)  # fmt: skip
+    uri = record_study(tmp_path, "planted-flat", spec=load_spec(file), truth=plane,
+                       heldout_items=360)  # fmt: skip
     refused = next_cli(file, uri, "--confirm")
     assert refused.returncode == 2, refused.stdout + refused.stderr
     said = refused.stderr
