@@ -476,9 +476,10 @@ def run(
         return
     name = study_name(spec, smoke)
     if name:  # `study status` names it from now on, before the driver's seconds of imports
+        from analysis.reading.store import default_store
         from study.starting import announce
 
-        announce(name)
+        announce(name, tracking_uri or default_store())
     from study.runner import (
         StudyFailedError,
         StudyInterruptedError,
@@ -514,7 +515,7 @@ def status(name: StudyName, tracking_uri: TrackingUri = None) -> None:
     from study.record import TARGET_MARK, default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
-    starting = _starting(name)
+    starting = _starting(name, uri)
     if starting is not None and not _recorded(name, uri):
         typer.echo(starting)
         return
@@ -553,7 +554,7 @@ def _recorded(name: str, uri: str) -> bool:
         return True
 
 
-def _starting(name: str) -> str | None:
+def _starting(name: str, uri: str) -> str | None:
     """'study NAME: starting …' while a live driver holds the study's lease in the default
     storage (studies/NAME/driver.lock), or has announced itself before taking it
     (:mod:`study.starting`), but has recorded nothing yet; None otherwise."""
@@ -563,13 +564,12 @@ def _starting(name: str) -> str | None:
     from study.lease import LEASE_FILE, Holder, pid_alive, timeout_s
     from study.starting import announced
 
-    path = Path("studies") / name / LEASE_FILE
-    try:
-        holder = Holder.from_text(path.read_text())
-    except OSError:
-        holder = None
+    from study.private import read_regular
+
+    text = read_regular(Path("studies") / name / LEASE_FILE)  # never a FIFO, a link
+    holder = Holder.from_text(text.decode(errors="replace")) if text else None
     if holder is None:
-        early = announced(name)
+        early = announced(name, uri)
         if early is None:
             return None
         holder = Holder("", early["host"], int(early["pid"]), early["since"], time.time())

@@ -487,12 +487,30 @@ def start_ray(
 
 def _init_local_ray(ray, cpus: int, capacity: dict, spec, slots) -> None:
     ray.init(
+        _temp_dir=local_ray_temp_dir(),
         num_cpus=cpus, num_gpus=int(capacity["GPU"]),
         include_dashboard=False, log_to_driver=False, logging_level="WARNING",
         object_store_memory=256 * 2**20,
         **system_config(preload_python_modules=_preloaded(spec),
                         num_workers_soft_limit=slots or cpus),
     )  # fmt: skip
+
+
+def local_ray_temp_dir() -> str:
+    """Ray's temp dir for this driver's own Ray: ``ray`` inside a folder of this user's alone.
+
+    Ray's default, ``/tmp/ray``, is a shared, predictable path: whoever made it first owns what
+    goes in it, and Ray makes its temp dir mode 777 and writes logs there that anyone may read
+    (the runtime-env agent's records every variable it applies). Ray's ``ray.init`` also reads
+    ``<temp dir>/ray_current_cluster`` and joins the cluster it names, which another user may
+    have written. So the folder above Ray's (``$RAY_TMPDIR``, else ``<tmp>/study-ray-<uid>``)
+    must be this user's alone, mode 0700 (:func:`study.private.private_folder`); else a private
+    one is used, said once."""
+    from study.private import shared_or_private
+
+    named = os.environ.get("RAY_TMPDIR", "")
+    wanted = Path(named) if named else Path(tempfile.gettempdir()) / f"study-ray-{os.getuid()}"
+    return str(shared_or_private(wanted, "study-ray", "Ray's temp dir") / "ray")
 
 
 # Ray Train's settings for this machine's own Ray, where its workers and the driver share a

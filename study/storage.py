@@ -90,6 +90,10 @@ class Storage:
                 os.remove(written)  # a failed write leaves no part behind
 
     def read_text(self, *parts: str) -> str:
+        """A small file's text. A local one only when it is a regular file (a FIFO planted in a
+        group-writable project folder would make the reader wait for ever)."""
+        if self.is_local:
+            return _read_regular_file(self.path(*parts)).decode()
         with self.fs.open_input_stream(self.path(*parts)) as stream:
             return stream.read().decode()
 
@@ -238,3 +242,14 @@ class StoredCheckpoints:
 def write_pid(trial: Storage, name: str) -> None:
     """This process's pid as ``name`` in the trial's folder (tests and operators kill by it)."""
     trial.write_text(str(os.getpid()), name)
+
+
+def _read_regular_file(path: str) -> bytes:
+    """``path``'s bytes; OSError (FileNotFoundError when missing) unless a regular file."""
+    from study.private import read_regular
+
+    data = read_regular(path, limit=64 << 20)
+    if data is None:
+        os.stat(path)  # FileNotFoundError, as pyarrow's would be, when it is not there
+        raise OSError(f"{path}: not a regular file of at most 64 MB; not read")
+    return data

@@ -128,8 +128,10 @@ def test_status_names_a_study_its_driver_has_announced_and_forgets_a_dead_one(tm
     import os
     import signal
 
-    script = ("import time\nfrom study.starting import announce\nannounce('announced-x')\n"
-              "print('ready', flush=True)\ntime.sleep(120)\n")  # fmt: skip
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"  # the store status reads from tmp_path
+    script = ("import time\nfrom study.starting import announce\n"
+              f"announce('announced-x', {store!r})\nprint('ready', flush=True)\n"
+              "time.sleep(120)\n")  # fmt: skip
     driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                               cwd=Path(__file__).parents[2])  # fmt: skip
     try:

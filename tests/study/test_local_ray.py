@@ -79,3 +79,53 @@ def test_a_local_ray_keeps_token_auth_without_its_notice_and_its_workers_get_its
     assert (tmp_path / ".ray" / "auth_token").is_file()
     expected = LOCAL_RAY_TRAIN_SETTINGS | {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "1.5"}
     assert seen == [expected[n] for n in sorted(expected)]
+
+
+_WHERE_RAY_WENT = (
+    "import ray\n"
+    "from study.runner import start_ray\n"
+    "assert start_ray(None)\n"
+    "print(ray._private.worker._global_node.get_temp_dir_path(), flush=True)\n"
+    "ray.shutdown()\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("planted", [False, True], ids=["fresh", "planted-by-another-user"])
+def test_a_local_ray_keeps_its_temp_dir_in_a_folder_of_this_users_alone(tmp_path, planted):
+    """Ray's default temp dir, /tmp/ray, is shared and predictable, and Ray makes it mode 777
+    and joins whatever cluster its ``ray_current_cluster`` names (issue 57, item 1). The local
+    Ray's goes in ``<tmp>/study-ray-<uid>`` (0700); one another user made first is not used
+    (said once), nor the cluster it names."""
+    import tempfile
+
+    from processkit import kill_processes_mentioning
+
+    short = Path(tempfile.mkdtemp(prefix="rp", dir="/tmp"))  # Unix socket paths: ~107 bytes
+    shared = short / f"study-ray-{os.getuid()}"
+    runtime = short / "run"
+    runtime.mkdir(mode=0o700)
+    if planted:
+        if os.getuid() != 0:
+            pytest.skip("only root can give a folder another owner here")
+        (shared / "ray").mkdir(parents=True)
+        (shared / "ray" / "ray_current_cluster").write_text("127.0.0.1:1")  # nobody listens
+        shared.chmod(0o777)
+        os.chown(shared, 65534, 65534)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_TMPDIR", "RAY_ADDRESS")}
+    env |= {"TMPDIR": str(short), "XDG_RUNTIME_DIR": str(runtime), "HOME": str(tmp_path)}
+    try:
+        done = subprocess.run([sys.executable, "-c", _WHERE_RAY_WENT], capture_output=True,
+                              text=True, env=env, timeout=300, cwd=Path(__file__).parents[2])  # fmt: skip
+    finally:
+        kill_processes_mentioning(str(short))
+    assert done.returncode == 0, done.stderr
+    temp = Path(done.stdout.split()[-1])
+    expected = (runtime / "study-ray") if planted else shared
+    assert temp == expected / "ray"
+    assert (expected.stat().st_mode & 0o777) == 0o700
+    assert any(temp.glob("session_*")), list(temp.iterdir())
+    said = done.stderr.count(f"Ray's temp dir: {shared}: not used, it is owned by uid 65534")
+    assert said == (1 if planted else 0), done.stderr
+    if planted:
+        assert sorted(p.name for p in (shared / "ray").iterdir()) == ["ray_current_cluster"]

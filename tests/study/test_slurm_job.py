@@ -10,6 +10,7 @@ its cap) is checked quickly with stand-ins for ``study``, ``ray`` and ``python``
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import stat
@@ -68,6 +69,62 @@ def test_without_a_study_file_it_prints_its_usage_and_exits_2(tmp_path):
     outside = subprocess.run(["bash", str(SCRIPT), "s.yaml"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=30)  # fmt: skip
     assert outside.returncode == 2 and "not in a Slurm job" in outside.stderr
+
+
+def _foreign_owner(path: Path) -> None:
+    """Make ``path`` another user's (nobody's), as a second user on a shared machine would
+    have made it first; this test runs as root where it can chown."""
+    if os.getuid() != 0:
+        pytest.skip("only root can give a folder another owner here")
+    os.chown(path, 65534, 65534, follow_symlinks=False)
+
+
+@pytest.mark.parametrize("planted", ["other-owner", "group-writable", "symlink", "file"])
+def test_a_jobs_folder_this_user_did_not_make_alone_is_refused(slurm, tmp_path, planted):
+    """A group member who may write in the jobs folder could swap a job's folder and its token
+    before the nodes read it: the job refuses it (exit 2, the path, the owner, the fix) and
+    starts no node."""
+    jobs = slurm.submit / ".study-slurm"
+    if planted == "symlink":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        jobs.symlink_to(tmp_path / "elsewhere")
+    elif planted == "file":
+        jobs.write_text("")
+    else:
+        jobs.mkdir(mode=0o700)
+        if planted == "group-writable":
+            jobs.chmod(0o2775)  # as a group project folder's setgid, umask 002 layout
+        else:
+            _foreign_owner(jobs)
+    study = _stand_ins(tmp_path / "bin")
+    slurm.extra = {"STUDY_BIN": str(study), "FAKE_DIR": str(tmp_path), "FAKE_STUDY_EXIT": "0"}
+    log = tmp_path / "job.log"
+    job = slurm.start(["s.yaml"], slurm.env(JOB), log)
+    assert wait_exit(job, 60, log) == 2, log.read_text()
+    said = log.read_text()
+    assert f"study.sbatch: {jobs} " in said and "not used" in said
+    expected = {"other-owner": "owned by nobody (uid 65534), not by",
+                "group-writable": "may be written by its group or others (mode 2775)",
+                "symlink": "is not a folder", "file": "is not a folder"}[planted]  # fmt: skip
+    assert expected in said, said
+    assert not slurm.records("srun") and not (jobs / str(JOB)).exists()
+
+
+def test_a_jobs_folder_made_under_a_group_umask_is_private(slurm, tmp_path):
+    """Under umask 002 (a group project's), the job's folders are still mode 0700."""
+    study = _stand_ins(tmp_path / "bin")
+    slurm.extra = {"STUDY_BIN": str(study), "FAKE_DIR": str(tmp_path), "FAKE_STUDY_EXIT": "0",
+                   "STUDY_STOP_WAIT": "1"}  # fmt: skip
+    log = tmp_path / "job.log"
+    old = os.umask(0o002)
+    try:
+        job = slurm.start(["s.yaml"], slurm.env(JOB), log)
+    finally:
+        os.umask(old)
+    assert wait_exit(job, 60, log) == 0, log.read_text()
+    jobs = slurm.submit / ".study-slurm"
+    assert stat.S_IMODE(jobs.stat().st_mode) == 0o700
+    assert stat.S_IMODE((jobs / str(JOB)).stat().st_mode) == 0o700
 
 
 def test_each_node_binds_the_ipv4_address_of_the_named_interface():
@@ -158,8 +215,15 @@ def test_the_driver_s_exit_decides_the_resubmission(slurm, tmp_path, exit, count
     head = next(line for line in starts if " --head " in line)
     port = slurm.port
     assert f"--port {port} " in head and "--node-ip-address 127.0.0.1 " in head
-    assert "--num-cpus 1 --num-gpus 0 " in head and f"--temp-dir {slurm.ray_tmp} " in head
+    assert "--num-cpus 1 --num-gpus 0 " in head
     worker = next(line for line in starts if " --head " not in line)
+    # Ray's temp dir: a fresh folder of this user's alone on each node, never a shared path
+    temps = [re.search(r"--temp-dir (\S+) ", line).group(1) for line in (head, worker)]
+    assert temps[0] != temps[1], temps
+    for temp in map(Path, temps):
+        assert temp.name == "ray" and re.fullmatch(r"study-ray\.\w{6}", temp.parent.name)
+        assert temp.parent.parent == Path(slurm.ray_tmp)
+        assert stat.S_IMODE(temp.parent.stat().st_mode) == 0o700
     assert f"--address 127.0.0.1:{port} " in worker
     assert f"--node-manager-port {port + 43} " in worker  # the next node's block (one machine)
     # the nodes' own processes, stopped by the script (TERM, then KILL)
@@ -172,12 +236,18 @@ def test_the_driver_s_exit_decides_the_resubmission(slurm, tmp_path, exit, count
                     f"sqlite:///{slurm.submit}/mlflow.db", "--storage",
                     f"{slurm.submit}/studies", "--no-figures"]  # fmt: skip
 
-    # a fresh token that only this user reads, in a folder only this user enters
+    # a fresh token that only this user reads, in a folder only this user enters, handed to
+    # each node's step in its environment (never on a command line, never by path)
     job_dir = slurm.submit / ".study-slurm" / str(JOB)
     token = job_dir / "auth_token"
     assert stat.S_IMODE(token.stat().st_mode) == 0o600
     assert stat.S_IMODE(job_dir.stat().st_mode) == 0o700
-    assert len(token.read_text().strip()) == 64
+    assert stat.S_IMODE(job_dir.parent.stat().st_mode) == 0o700
+    secret = token.read_text().strip()
+    assert len(secret) == 64
+    assert all("RAY_AUTH_TOKEN" in s["env_names"] for s in steps)
+    assert all("RAY_AUTH_TOKEN_PATH" not in s["env_names"] for s in steps)
+    assert not any(secret in " ".join(s["argv"]) for s in slurm.records())
 
     submitted = slurm.records("sbatch")
     assert len(submitted) == (1 if resubmitted else 0), submitted
