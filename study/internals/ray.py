@@ -9,6 +9,7 @@ that this one takes it and knows both settings).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 # The logger of Ray's notice "Token authentication is enabled for this Ray cluster" (Ray 2.52
@@ -78,12 +79,26 @@ def recorded_cluster_address() -> str | None:
     (``<RAY_TMPDIR or /tmp/ray>/ray_current_cluster``), or None. Why internal: Ray's public
     ``ray.init(address="auto")`` also joins any Ray process it finds on the machine (its legacy
     fallback), which on a laptop is another study's own local Ray; this reads only the record.
-    On a Ray without it, None (``--address auto`` then asks for an address)."""
+    On a Ray without it, None (``--address auto`` then asks for an address).
+
+    ``/tmp/ray`` is shared by every user of the machine: a record another user wrote (or a
+    FIFO, or a link) is not this user's cluster, and is not read (:mod:`study.private`)."""
+    import stat
+
     try:
-        from ray._private.utils import read_ray_address
+        from ray._common.utils import get_ray_address_file
     except ImportError:
         return None
-    return read_ray_address(None) or None
+    from study.private import read_regular
+
+    path = get_ray_address_file(None)
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+        return None
+    return (read_regular(path, limit=4096) or b"").decode(errors="replace").strip() or None
 
 
 def gcs_node_count(address: str) -> int:

@@ -9,6 +9,7 @@ authentication on (tests/kits/raynodes.py); a driver runs as its own process, as
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -93,6 +94,26 @@ def test_auto_with_a_stale_record_of_a_gone_cluster_is_refused_naming_it(workdir
     done, seconds = run_refused(workdir, "auto", driver_env)
     assert_refused(done, seconds, workdir, f"no Ray cluster answers at {gone}",
                    "the cluster `ray start` last recorded on this node")  # fmt: skip
+
+
+@pytest.mark.parametrize("planted", ["another-users", "fifo", "symlink"])
+def test_auto_never_reads_a_record_this_user_did_not_write(workdir, driver_env, planted):
+    """/tmp/ray is shared: a ray_current_cluster another user wrote names their cluster, not
+    this user's; a FIFO there must not make the driver wait (issue 57, item 1)."""
+    record = Path(driver_env["RAY_TMPDIR"]) / "ray" / "ray_current_cluster"
+    record.parent.mkdir()
+    if planted == "fifo":
+        os.mkfifo(record)
+    elif planted == "symlink":
+        (record.parent / "elsewhere").write_text(f"127.0.0.1:{free_port()}")
+        record.symlink_to(record.parent / "elsewhere")
+    else:
+        if os.getuid() != 0:
+            pytest.skip("only root can give a file another owner here")
+        record.write_text(f"127.0.0.1:{free_port()}")
+        os.chown(record, 65534, 65534)
+    done, seconds = run_refused(workdir, "auto", driver_env)
+    assert_refused(done, seconds, workdir, "--address auto: no Ray cluster runs on this node")
 
 
 def test_auto_with_ray_address_set_uses_it(workdir, driver_env):

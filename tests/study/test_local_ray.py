@@ -18,6 +18,7 @@ from ray.tune.execution import class_cache
 from study import runner
 from study.runner import LOCAL_RAY_TRAIN_SETTINGS, _propagated_env_vars
 
+REPO = Path(__file__).resolve().parents[2]
 PREEMPTION = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"  # set by start_ray before Ray starts
 
 
@@ -116,7 +117,7 @@ def test_a_local_ray_keeps_its_temp_dir_in_a_folder_of_this_users_alone(tmp_path
     env |= {"TMPDIR": str(short), "XDG_RUNTIME_DIR": str(runtime), "HOME": str(tmp_path)}
     try:
         done = subprocess.run([sys.executable, "-c", _WHERE_RAY_WENT], capture_output=True,
-                              text=True, env=env, timeout=300, cwd=Path(__file__).parents[2])  # fmt: skip
+                              text=True, env=env, timeout=300, cwd=REPO)  # fmt: skip
     finally:
         kill_processes_mentioning(str(short))
     assert done.returncode == 0, done.stderr
