@@ -31,6 +31,7 @@ from search_spaces.spec import Factor, StudyError, StudySpec, kind_words, parse_
 from trainables.config import INT64, TrialConfig
 from trainables.metrics import evaluation_metrics, final_metrics
 from trainables.names import did_you_mean, listing
+from trainables.shown import shown
 from trainables.text import base_type
 
 # Short names for run names: ``τ=0.1 B=128 aug=crop seed=1``.
@@ -65,8 +66,9 @@ class TrialPlan:
 
     @property
     def run_name(self) -> str:
+        """'τ=0.1 B=64 seed=0': plain text in MLflow's UI, its levels shown as written."""
         parts = [f"{ABBREVIATIONS.get(k, k)}={_short(v)}" for k, v in self.factors.items()]
-        return " ".join([*parts, f"seed={self.seed}"])
+        return shown(" ".join([*parts, f"seed={self.seed}"]))
 
     def row(self) -> dict[str, Any]:
         role = {"role": self.role} if self.role else {}

@@ -42,6 +42,7 @@ from analysis.reading.record import ARCHITECTURE_BASELINES_TAG, BASELINES_TAG
 from analysis.stats.units import level
 from search_spaces.spec import StudySpec
 from study.record import MAX_TAG
+from study.terminal import say
 from trainables.baselines import (
     SHAPING_FIELDS,
     Baseline,
@@ -220,7 +221,7 @@ def measure_for_study(spec: StudySpec, design, record, parent_id: str, quiet: bo
     except Exception as err:  # the study still runs; its report says no baseline was measured
         message = f"{type(err).__name__}: {err}"
         record.client.set_tag(parent_id, "study.baselines_error", message[:MAX_TAG])
-        print(f"baselines not measured: {message}")
+        say(f"baselines not measured: {message}")
         return
     note = unseen_note(spec, design, found)
     tags = {BASELINES_TAG: tag_json(found, note), **architecture_tags(found)}
@@ -257,7 +258,7 @@ def measure_for_study(spec: StudySpec, design, record, parent_id: str, quiet: bo
     log_outcomes(record.client, parent_id, found)
     if not quiet:
         took = time.perf_counter() - t0
-        print(f"baselines ({', '.join(found.first)}) measured in {took:.1f} s: {summary(found)}")
+        say(f"baselines ({', '.join(found.first)}) measured in {took:.1f} s: {summary(found)}")
 
 
 def log_outcomes(

@@ -24,7 +24,10 @@ from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from search_spaces.spec import StudyError
+from study import paths
+from study.terminal import ShownConsole, echo
 from trainables.names import did_you_mean, groups, listing
+from trainables.shown import shown
 
 
 class _NamedArgument(TyperArgument):
@@ -102,13 +105,23 @@ StudyName = Annotated[
 
 
 def _fail(err: Exception) -> None:
-    typer.echo(f"error: {err}", err=True)
+    from trainables.remote import redacted  # a refusal may quote a URI with its password
+
+    echo(f"error: {redacted(str(err))}", err=True)
     raise typer.Exit(2)
+
+
+def _checked(check, *args, **kwargs) -> None:
+    """A path check of :mod:`study.paths`, before anything is made: its refusal exits 2."""
+    try:
+        check(*args, **kwargs)
+    except StudyError as err:
+        _fail(err)
 
 
 def _console() -> Console:
     """The terminal's width, or COLUMNS, or 80 when the output goes to a file or a pipe."""
-    return Console(highlight=False)
+    return ShownConsole(highlight=False)
 
 
 def _table(
@@ -116,7 +129,10 @@ def _table(
 ) -> Table:
     """A table that fits ``width`` columns: a header wraps between the pieces of its name
     (:func:`wrapped_name`) instead of being cut with an ellipsis, and values keep their width
-    as long as the terminal allows (headers give way first)."""
+    as long as the terminal allows (headers give way first). Its texts are measured as they
+    are shown (:func:`~trainables.shown.shown`)."""
+    headers = [shown(h) for h in headers]
+    rows = [[shown(value) for value in row] for row in rows]
     headers, rows = _without_empty_columns(headers, rows, width)
     natural = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
     gap = 2 if sum(natural) + 2 * (len(headers) - 1) < width else 1  # air when there is room
@@ -222,6 +238,8 @@ def plan(
         table = build_design(study)
     except StudyError as err:
         _fail(in_file(err, spec))
+    if tracking_uri is not None:  # a store named where none can be: said, not passed over
+        _checked(paths.store_file, tracking_uri, writing=False)
     data = table.to_json()
     if estimate:
         from study.estimate import estimate as estimate_study
@@ -234,14 +252,14 @@ def plan(
     if detectable:
         data["detectable"] = detectable
     if as_json:
-        typer.echo(json.dumps(data, default=str))
+        echo(json.dumps(data, default=str))
         return
     _print_plan(data, table)
     for line in _detectable_lines(detectable, why, table):
-        typer.echo(line)
+        echo(line)
     if estimate:
         for line in found.lines():
-            typer.echo(line)
+            echo(line)
 
 
 def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
@@ -343,7 +361,8 @@ def _print_plan(data: dict, table) -> None:
     console = _console()
     spec = table.spec
     room = max(20, min(DESCRIPTION_SHOWN, console.width - len(spec.study) - 3))
-    console.print(f"[bold]{spec.study}[/bold] — {escape(one_line(spec.description, room))}")
+    description = escape(one_line(spec.description, room))  # the only markup is the bold
+    console.print(f"[bold]{spec.study}[/bold] — {description}", markup=True)
     console.print(
         f"design {spec.design.kind}, {data['totals']['trials']} trials "
         f"({data['totals']['points']} points × {spec.design.replicates} replicates), "
@@ -472,7 +491,7 @@ def run(
     done = finished_run_lines(spec, smoke=smoke, tracking_uri=tracking_uri, storage=storage)
     if done is not None:  # nothing to run: the stored findings, without starting a driver
         for line in done:
-            typer.echo(line)
+            echo(line)
         return
     name = study_name(spec, smoke)
     if name:  # `study status` names it from now on, before the driver's seconds of imports
@@ -495,15 +514,15 @@ def run(
             max_concurrent=max_concurrent, smoke=smoke, figures=figures,
         )  # fmt: skip
     except StudyInterruptedError as err:  # 128 + the signal, as a shell reports it: 130, 143
-        typer.echo(f"interrupted: {err}", err=True)
+        echo(f"interrupted: {err}", err=True)
         raise typer.Exit(128 + err.signum) from None
     except KeyboardInterrupt:  # before the study was opened: nothing to end
-        typer.echo("interrupted before anything was recorded", err=True)
+        echo("interrupted before anything was recorded", err=True)
         raise typer.Exit(128 + stopped_by()) from None
     except StudyError as err:
         _fail(err)
     except StudyFailedError as err:
-        typer.echo(f"error: {err}", err=True)
+        echo(f"error: {err}", err=True)
         raise typer.Exit(1) from None
     if not outcome.ok:
         raise typer.Exit(1)
@@ -517,7 +536,7 @@ def status(name: StudyName, tracking_uri: TrackingUri = None) -> None:
     uri = tracking_uri or default_tracking_uri()
     starting = _starting(name, uri)
     if starting is not None and not _recorded(name, uri):
-        typer.echo(starting)
+        echo(starting)
         return
     record = _existing(name, uri)
     runs = record.trial_runs()
@@ -562,9 +581,8 @@ def _starting(name: str, uri: str) -> str | None:
     import time
 
     from study.lease import LEASE_FILE, Holder, pid_alive, timeout_s
-    from study.starting import announced
-
     from study.private import read_regular
+    from study.starting import announced
 
     text = read_regular(Path("studies") / name / LEASE_FILE)  # never a FIFO, a link
     holder = Holder.from_text(text.decode(errors="replace")) if text else None
@@ -610,23 +628,25 @@ def list_studies(tracking_uri: TrackingUri = None) -> None:
     except StudyError as err:
         _fail(err)
     if not store_exists(uri):
-        typer.echo(f"no study: there is no MLflow store at {uri} (nothing was created)", err=True)
+        echo(f"no study: there is no MLflow store at {uri} (nothing was created)", err=True)
         return
     for name in recorded_studies(uri):
-        typer.echo(name)
+        echo(name)
 
 
 def _existing(name: str, uri: str, writable: bool = False):
     """The record of a study that exists and can be read; otherwise exit 2 saying why (and
     which studies the store holds). Nothing is written: no store, no experiment is created."""
     from study.record import StudyRecord, check_store, check_tracking_uri
+    from trainables.remote import redacted
 
     try:
-        check_tracking_uri(uri)
+        check_tracking_uri(uri, writing=writable)
         check_store(uri, name)  # reads only; an embedded store that is not there stays absent
         record = StudyRecord.existing(uri, name, read_only=not writable)
         if record.parent() is None:
-            raise StudyError(f"no study named {name!r} in {uri}: its experiment has no runs")
+            raise StudyError(f"no study named {name!r} in {redacted(uri)}: its experiment has "
+                             "no runs")  # fmt: skip
     except LookupError as err:
         _fail(StudyError(str(err)))
     except StudyError as err:
@@ -646,7 +666,11 @@ def export(
     """Write a study's results table, one row per trial, as a Parquet file."""
     from study.export import export_parquet
     from study.record import default_tracking_uri
+    from trainables.remote import is_remote
 
+    local = None if is_remote(out) else Path(out.removeprefix("file://"))
+    if local is not None and not local.is_dir():  # a folder: refused below, with the fix
+        _checked(paths.new_file, "--out", local, example="results.parquet")
     record = _existing(name, tracking_uri or default_tracking_uri())
     try:
         path = export_parquet(record, out)
@@ -655,7 +679,7 @@ def export(
             Path(out).is_dir()) else ""  # fmt: skip
         _fail(StudyError(f"--out {out}: cannot write the results there{folder} ({err}); "
                          "nothing was written"))  # fmt: skip
-    typer.echo(f"wrote {path} ({len(record.trial_runs())} rows)")
+    echo(f"wrote {path} ({len(record.trial_runs())} rows)")
 
 
 @command()
@@ -689,27 +713,31 @@ def report(
     """Write a study's report: fit its response surfaces, draw every figure, fill the evidence
     card and write report.html."""
     from study.record import default_tracking_uri
-    from study.reporting import make_report
+    from study.reporting import make_report, refuse_own_folders
 
     if (name is None) == (results is None):
         _fail(StudyError("give a study NAME or --results FILE.parquet (one of them)"))
+    if out is not None:  # a folder to write into, before any fit or figure is made
+        _checked(paths.writable_folder, "--out", out)
     uri = tracking_uri or default_tracking_uri()
     if as_json and name and out is None:  # a cheap question: the stored answer, when it holds
         stored = _stored_report(name, uri)
         if stored is not None:
-            typer.echo(stored)
+            echo(stored)
             return
     record = _existing(name, uri, writable=True) if name else None  # it points to the report
     try:
+        if out is not None:  # never among the trials' files or the record's artifacts
+            refuse_own_folders(record, out)
         summary, folder = make_report(record, results, out, tracking_uri=uri, figures=figures)
     except (StudyError, ValueError) as err:
         _fail(err)
     if as_json:
-        typer.echo(json.dumps(summary, default=str))
+        echo(json.dumps(summary, default=str))
     else:  # the findings first, as study run ends
         for line in summary["headline"]["lines"]:
-            typer.echo(line)
-        typer.echo(f"wrote {folder / 'report.html'}")
+            echo(line)
+        echo(f"wrote {folder / 'report.html'}")
 
 
 def _finished_trials(name: str, uri: str):
@@ -839,7 +867,7 @@ def power(
         plans = replicates_for(basis, size, alpha=alpha, power=power_)
     except (StudyError, ValueError) as err:
         _fail(err)
-    typer.echo(
+    echo(
         f"{name}: to detect an effect of {amount(metric, size)} on {metric} at {power_:.0%} power "
         f"(two-sided, alpha {alpha:g}), from this study's error (mean square "
         f"{basis.error_ms:.3g} on {basis.error_df} df, "
@@ -848,14 +876,14 @@ def power(
         "per point now):"
     )
     if basis.items and is_accuracy(metric):
-        typer.echo(
+        echo(
             f"  resolution: {basis.items:,} held-out items, one item = {100 / basis.items:.2g} "
             "points; no detectable size is smaller"
         )
     for plan in plans:
         now = "n/a" if plan.detectable_now is None else amount(metric, plan.detectable_now)
         if plan.resolution_limited:
-            typer.echo(
+            echo(
                 f"  {plan.change}: detectable now {now}; {amount(metric, size)} is less than one "
                 f"held-out item of {plan.items:,}: heldout_size limits it, not the replicates; "
                 f"for a difference that small to register as one item, score on at least "
@@ -867,7 +895,7 @@ def power(
         else:
             need = f"{plan.replicates_needed} replicates per point"
             need += f" (detects {amount(metric, plan.detectable_then)})"
-        typer.echo(f"  {plan.change}: detectable now {now}; needs {need}")
+        echo(f"  {plan.change}: detectable now {now}; needs {need}")
 
 
 @command()
@@ -933,19 +961,19 @@ def augment(
                 f"--face {face!r}: ccf or ccc (cci would move the finished factorial points "
                 f"inside the bounds){did_you_mean(face, ['ccf', 'ccc'])}"
             )
+        if out is not None:  # a file to write, asked before the store is read
+            paths.new_file("--out", out, example="study-ccd.yaml")
         done = augment_study(spec, tracking_uri=uri, face=face, alpha=alpha, center=center,
                              out=out)  # fmt: skip
     except StudyError as err:
         _fail(err)
     structure = done.design.structure
-    typer.echo(
+    echo(
         f"wrote {done.path}: {done.spec.study} as a central composite (face {done.spec.design.face}"
         f", alpha {structure['alpha']:.4g}); block 1: {structure['blocks']['1']} finished "
         f"trials, block 2: {done.new_trials} new axial and centre trials"
     )
-    typer.echo(
-        f"run them: {shell_command(tool('study'), 'run', str(done.path), '--tracking-uri', uri)}"
-    )
+    echo(f"run them: {shell_command(tool('study'), 'run', str(done.path), '--tracking-uri', uri)}")
 
 
 @command("next")
@@ -997,19 +1025,19 @@ def next_study_file(
 
     uri = tracking_uri or default_tracking_uri()
     try:
+        if out is not None:  # a file to write, asked before the study is analysed (seconds)
+            paths.new_file("--out", out, example="study-next.yaml")
         done = next_study(spec, tracking_uri=uri, out=out, confirm=confirm, force=force)
     except StudyError as err:
         _fail(err)
     totals = done.design.totals()
-    typer.echo(f"next: {done.reason}.")
-    typer.echo(
+    echo(f"next: {done.reason}.")
+    echo(
         f"wrote {done.path}: {done.spec.study}, design {done.spec.design.kind}, "
         f"{totals['trials']} trials of {totals['examples_per_trial']} examples each"
         + (f"; {done.cost}" if done.cost else "")
     )
-    typer.echo(
-        f"run it: {shell_command(tool('study'), 'run', str(done.path), '--tracking-uri', uri)}"
-    )
+    echo(f"run it: {shell_command(tool('study'), 'run', str(done.path), '--tracking-uri', uri)}")
 
 
 @command()
@@ -1023,14 +1051,14 @@ def env() -> None:
     import torchvision
 
     cuda = torch.cuda.is_available()
-    typer.echo(f"python       {platform.python_version()}")
-    typer.echo(f"torch        {torch.__version__} (torchvision {torchvision.__version__})")
-    typer.echo(f"ray          {ray.__version__}")
-    typer.echo(f"mlflow       {mlflow.__version__}")
-    typer.echo(f"optuna       {optuna.__version__}")
-    typer.echo(f"pyarrow      {pyarrow.__version__}")
+    echo(f"python       {platform.python_version()}")
+    echo(f"torch        {torch.__version__} (torchvision {torchvision.__version__})")
+    echo(f"ray          {ray.__version__}")
+    echo(f"mlflow       {mlflow.__version__}")
+    echo(f"optuna       {optuna.__version__}")
+    echo(f"pyarrow      {pyarrow.__version__}")
     devices = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    typer.echo(f"device       {'cuda: ' + ', '.join(devices) if cuda else 'cpu'}")
+    echo(f"device       {'cuda: ' + ', '.join(devices) if cuda else 'cpu'}")
 
 
 def main() -> None:
@@ -1055,7 +1083,7 @@ def _exit_now(code: object) -> NoReturn:
     from study.internals.python import exit_now, join_non_daemon_threads, run_exit_handlers
 
     if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)
+        print(shown(str(code)), file=sys.stderr)
         code = 1
     join_non_daemon_threads()  # joins the threads that are not daemons, stops the pools' workers
     # objects left in reference cycles go first: an S3 client alive while pyarrow finalizes S3

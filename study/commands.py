@@ -10,6 +10,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from trainables.remote import redacted, without_credentials
+
 
 def tool(name: str) -> str:
     """A console script of this environment by full path (the venv need not be activated)."""
@@ -19,9 +21,11 @@ def tool(name: str) -> str:
 
 def shell_command(*argv: str, env: dict[str, str] | None = None) -> str:
     """argv as one line that a POSIX shell runs as given: every word quoted where it must be
-    (spaces, ``#``, ``%``, parentheses, quotes, ``$``)."""
-    words = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()]
-    return " ".join([*words, *(shlex.quote(str(a)) for a in argv)])
+    (spaces, ``#``, ``%``, parentheses, quotes, ``$``), and the password of any URI in it shown
+    as ``***`` (:func:`trainables.remote.redacted`): a printed command is never where a
+    credential is kept, so one given in a URI is typed again (or set in the environment)."""
+    words = [f"{k}={shlex.quote(redacted(v))}" for k, v in (env or {}).items()]
+    return " ".join([*words, *(shlex.quote(redacted(a)) for a in argv)])
 
 
 def ui_command(uri: str, port: int = 5000) -> str:
@@ -32,7 +36,7 @@ def ui_command(uri: str, port: int = 5000) -> str:
             tool("mlflow"), "ui", "--backend-store-uri", uri, "--port", str(port), "--workers",
             "1", env={"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
         )  # fmt: skip
-    return f"open {uri} in a browser (the MLflow server's own UI)"
+    return f"open {without_credentials(uri)} in a browser (the MLflow server's own UI)"
 
 
 def mlflow_command(uri: str, *argv: str) -> str:

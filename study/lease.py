@@ -32,7 +32,6 @@ import json
 import os
 import secrets
 import socket
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -40,6 +39,8 @@ from datetime import UTC, datetime
 
 from search_spaces.spec import StudyError
 from study.storage import Storage
+from study.terminal import say
+from trainables.remote import redacted
 
 LEASE_FILE = "driver.lock"
 LEASE_TAG = "study.driver"
@@ -130,7 +131,7 @@ class TrackingLease:
 
     def __init__(self, tracking_uri: str, study: str, make_record) -> None:
         self.uri, self.study, self.make_record = tracking_uri, study, make_record
-        self.where = f"{tracking_uri} (experiment {study!r}, tag {LEASE_TAG})"
+        self.where = f"{redacted(tracking_uri)} (experiment {study!r}, tag {LEASE_TAG})"
 
     def _client(self):
         from mlflow.tracking import MlflowClient  # imported by the driver only (seconds)
@@ -293,9 +294,9 @@ class DriverLease:
                     if holder is not None and holder.token != self.me.token:
                         if self.lost is None:
                             self.lost = holder
-                            print(f"study {self.study}: another driver took this study's lease "
-                                  f"({holder.describe(time.time())}, {place.where})",
-                                  file=sys.stderr)  # fmt: skip
+                            say(f"study {self.study}: another driver took this study's lease "
+                                f"({holder.describe(time.time())}, {place.where})",
+                                err=True)  # fmt: skip
                         continue
                     place.write(self.me)
                 except Exception:  # a place briefly unreachable: the next beat tries again
@@ -315,7 +316,7 @@ class DriverLease:
                if silent >= timeout_s() else "a process that is gone from this host")  # fmt: skip
         text = (f"took over the lease of a driver with {why}: {holder.describe(now)}; it was "
                 f"{place.where}")  # fmt: skip
-        print(f"study {self.study}: {text}", file=sys.stderr)  # quiet or not: it matters
+        say(f"study {self.study}: {text}", err=True)  # quiet or not: it matters
         for target in self.places:
             if isinstance(target, TrackingLease):
                 stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

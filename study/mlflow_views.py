@@ -26,6 +26,8 @@ from study.record import (
     run_link,
 )
 from trainables.config import TrialConfig
+from trainables.remote import redacted, without_credentials
+from trainables.shown import in_code, in_markdown, shown
 
 # The runs table's saved views (MLflow >= 3.x UI): an experiment tag of this prefix + an id
 # holds {name, createdAt, state}; ``#/experiments/<id>/runs?viewStateShareKey=<id>`` opens it.
@@ -35,6 +37,8 @@ CHART_MODE = "compareRunsMode=CHART"  # the runs page's chart view, not its tabl
 KEY_METRICS = ("probe/knn_top1_h", "z/align", "z/uniform")
 REPORT_ARTIFACT = "report/report.html"
 REPORT_LINE = "- **Latest report:**"
+# the most characters of the file's description, escaped, that the experiment's description holds
+DESCRIPTION_SHOWN = 4000
 
 
 def view_link(experiment_id: str, view: str, charts: bool = False) -> str:
@@ -47,8 +51,8 @@ def view_link(experiment_id: str, view: str, charts: bool = False) -> str:
 def ui_url(uri: str, port: int = 5000) -> str:
     """The address of the MLflow UI on this record: the server's own, or the one
     :func:`study.commands.ui_command` starts on this machine."""
-    if uri.startswith(("http://", "https://")):
-        return uri.rstrip("/") + "/"
+    if uri.startswith(("http://", "https://")):  # a link: the browser asks for credentials
+        return without_credentials(uri).rstrip("/") + "/"
     return f"http://127.0.0.1:{port}/"
 
 
@@ -140,27 +144,28 @@ def chart_state(spec: StudySpec) -> dict[str, Any]:
     target, factors = spec.target.metric, list(spec.factors)
     param = {"type": "PARAM"}
     charts = [
-        _chart(f"study-scatter-{f}", FACTORS_SECTION, "SCATTER", displayName=f"{target} by {f}",
-               xaxis={"key": f, **param}, yaxis={"key": target, "type": "METRIC"})
+        _chart(f"study-scatter-{f}", FACTORS_SECTION, "SCATTER",
+               displayName=shown(f"{target} by {f}"), xaxis={"key": f, **param},
+               yaxis={"key": target, "type": "METRIC"})
         for f in factors
     ]  # fmt: skip
     charts.append(_chart(
         "study-parallel", FACTORS_SECTION, "PARALLEL",
-        displayName=f"{', '.join(factors)} → {target}", selectedParams=factors,
+        displayName=shown(f"{', '.join(factors)} → {target}"), selectedParams=factors,
         selectedMetrics=[target], showAllRuns=True,
     ))  # fmt: skip
     for metric in key_metrics(spec):
         charts.append(_chart(
             f"study-curve-{metric}", CURVES_SECTION, "LINE", metricKey=metric,
-            displayName=metric, selectedMetricKeys=[metric], xAxisKey="metric",
+            displayName=shown(metric), selectedMetricKeys=[metric], xAxisKey="metric",
             selectedXAxisMetricKey=EXAMPLES_SEEN, useGlobalXaxisKey=False, scaleType="linear",
             xAxisScaleType="linear", lineSmoothness=0, useGlobalLineSmoothing=True,
             yAxisKey="metric", yAxisExpressions=[], ignoreOutliers=False,
             range={"xMin": None, "xMax": None, "yMin": None, "yMax": None},
         ))  # fmt: skip
     sections = [
-        _section(FACTORS_SECTION, f"{target} against the factors", columns=FACTOR_COLUMNS,
-                 cardHeight=FACTOR_CARD_HEIGHT),
+        _section(FACTORS_SECTION, shown(f"{target} against the factors"),
+                 columns=FACTOR_COLUMNS, cardHeight=FACTOR_CARD_HEIGHT),
         _section(CURVES_SECTION, f"curves against examples seen ({EXAMPLES_SEEN})"),
         *(_section(f"study-{p.rstrip('/')}", p.rstrip("/"), display=False)
           for p in METRIC_PREFIXES),
@@ -197,14 +202,14 @@ def runs_views(spec: StudySpec) -> dict[str, tuple[str, dict[str, Any]]]:
     }
     target = spec.target.metric
     return {
-        TRIALS_VIEW: (f"{spec.study}: trials by {target}", trials),
+        TRIALS_VIEW: (shown(f"{spec.study}: trials by {target}"), trials),
         POINTS_VIEW: (f"{spec.study}: design points, mean over replicates", points),
     }
 
 
 def _shown_factor(name: str, factor) -> str:
     values = (
-        ", ".join(str(v) for v in factor.levels)
+        in_markdown(", ".join(str(v) for v in factor.levels))
         if factor.levels is not None
         else f"{factor.range[0]:g} to {factor.range[1]:g}"
     )
@@ -222,7 +227,7 @@ def _report_line(experiment_id: str, parent_id: str | None, local: str | Path | 
     stamp = time.strftime("%Y-%m-%d %H:%M")
     return (
         f"{REPORT_LINE} [{REPORT_ARTIFACT}]({link}) in the parent run's artifacts "
-        f"(written {stamp}); stored copy `{local}`"
+        f"(written {stamp}); stored copy {in_code(redacted(local))}"
     )
 
 
@@ -241,23 +246,24 @@ def study_note(spec: StudySpec, design, experiment_id: str, parent_id: str) -> s
     block = f", augmenting the finished factorial `{augments.spec_sha}`" if augments else ""
     direction = "higher" if spec.target.mode == "max" else "lower"
     views = runs_views(spec)
+    described = in_markdown(spec.description.strip(), DESCRIPTION_SHOWN) or "(no description)"
     lines = [
-        f"**Study `{spec.study}`**: {spec.description.strip()[:4000] or '(no description)'}",
+        f"**Study `{spec.study}`**: {described}",
         "",
         "- **Factors:** " + "; ".join(_shown_factor(n, f) for n, f in spec.factors.items()),
         f"- **Design:** {spec.design.kind}{block}, {totals['replicates']} replicate(s): "
         f"{totals['trials']} trials at {totals['points']} points "
         f"([parent run]({run_link(experiment_id, parent_id)}))",
         f"- **Compute per trial:** {compute} of {data}",
-        f"- **Target:** `{spec.target.metric}`, {direction} is better",
+        f"- **Target:** {in_code(spec.target.metric)}, {direction} is better",
         "- **Runs table:** "
-        + " · ".join(f"[{name}]({view_link(experiment_id, key)})"
+        + " · ".join(f"[{in_markdown(name)}]({view_link(experiment_id, key)})"
                      for key, (name, _) in views.items())
         + " (also under *Saved views*)",
-        f"- **Charts:** [{spec.target.metric} against the factors, and the curves against "
-        f"examples seen]({view_link(experiment_id, TRIALS_VIEW, charts=True)})",
+        f"- **Charts:** [{in_markdown(spec.target.metric)} against the factors, and the curves "
+        f"against examples seen]({view_link(experiment_id, TRIALS_VIEW, charts=True)})",
         "- **Columns:** " + "; ".join(
-            f"`{m}` {metric_unit(m)}" for m in key_metrics(spec) if metric_unit(m)
+            f"{in_code(m)} {metric_unit(m)}" for m in key_metrics(spec) if metric_unit(m)
         ) + ". MLflow shows every value unrounded: a narrow column cuts it short, its tooltip "
         "holds all its digits",
         _report_line(experiment_id, None, None),

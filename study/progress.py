@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass, field
 
 from ray import tune
-from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
 from analysis.stats.units import level  # an accuracy in percent, as the headline reads it
+from study.terminal import ShownConsole, say
 
 
 @dataclass
@@ -107,7 +107,7 @@ class ProgressView(tune.Callback):
     def __init__(self, progress: StudyProgress, key_of) -> None:
         self.progress = progress
         self.key_of = key_of
-        self.console = Console(file=sys.stdout)
+        self.console = ShownConsole(file=sys.stdout)
         self.live: Live | None = None
         self.last_line = ""
 
@@ -117,7 +117,7 @@ class ProgressView(tune.Callback):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self.console, self.live = Console(file=sys.stdout), None
+        self.console, self.live = ShownConsole(file=sys.stdout), None
 
     def show(self) -> None:
         if self.console.is_terminal:
@@ -129,7 +129,7 @@ class ProgressView(tune.Callback):
         line = self.progress.line()
         counts = line.split(" · best")[0]
         if counts != self.last_line:
-            print(line, flush=True)
+            say(line, flush=True)
             self.last_line = counts
 
     def on_trial_start(self, iteration, trials, trial, **info):
@@ -151,4 +151,4 @@ class ProgressView(tune.Callback):
     def close(self) -> None:
         if self.live is not None:
             self.live.stop()
-        print(self.progress.line(), flush=True)
+        say(self.progress.line(), flush=True)

@@ -34,6 +34,7 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -68,9 +69,12 @@ from study import CHECKS_KEY, EVIDENCE_KEY
 from study.commands import mlflow_command
 from study.internals.mlflow import sqlalchemy_store
 from study.lease import pid_alive
+from study.paths import store_file
 from study.store_template import copy_template, keep_as_template
+from study.terminal import say
 from trainables.config import TrialConfig
-from trainables.remote import is_remote
+from trainables.remote import is_remote, redacted, without_credentials
+from trainables.shown import in_markdown
 from trainables.sources import DATA_FIELDS, data_dir, data_key
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
@@ -129,27 +133,66 @@ def default_tracking_uri(workdir: str | Path | None = None) -> str:
     return default_store(workdir)
 
 
-def check_tracking_uri(uri: str, timeout: float = 5.0) -> None:
-    """Raise StudyError naming the URI when the tracking store cannot be reached or created."""
+def check_tracking_uri(uri: str, timeout: float = 5.0, *, writing: bool = False) -> None:
+    """Raise StudyError naming the URI (its password shown as ``***``) when the tracking store
+    cannot be reached or created (``writing``: or, for an embedded one, written)."""
+    shown = redacted(uri)
     if uri.startswith(("http://", "https://")):
         try:
-            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as reply:
+            with urllib.request.urlopen(health_request(uri), timeout=timeout) as reply:
                 if reply.status != 200:
-                    raise StudyError(f"--tracking-uri {uri!r}: /health answered {reply.status}")
+                    raise StudyError(f"--tracking-uri {shown!r}: /health answered {reply.status}")
+        except urllib.error.HTTPError as err:
+            raise StudyError(f"--tracking-uri {shown!r}: /health answered {err.code} "
+                             f"{err.reason}{_credentials_hint(uri)}") from None  # fmt: skip
         except (urllib.error.URLError, OSError) as err:
-            raise StudyError(f"--tracking-uri {uri!r} does not answer: {err}") from None
+            why = redacted(str(err))
+            raise StudyError(
+                f"--tracking-uri {shown!r} does not answer: {why}{_credentials_hint(uri)}"
+            ) from None
     elif uri.startswith("sqlite:///"):
-        path = Path(uri.removeprefix("sqlite:///"))
-        if not path.parent.is_dir():
-            raise StudyError(f"--tracking-uri {uri!r}: folder {str(path.parent)!r} does not exist")
+        store_file(uri, writing=writing)  # its folder there (and writable), not a folder itself
         problem = store_problem(uri)
         if problem:
             raise StudyError(f"--tracking-uri {uri!r}: {problem}")
     else:
         raise StudyError(
-            f"--tracking-uri {uri!r}: expected sqlite:///PATH (embedded) or http(s)://HOST:PORT "
+            f"--tracking-uri {shown!r}: expected sqlite:///PATH (embedded) or http(s)://HOST:PORT "
             "(an mlflow server); MLflow's file store is not supported"
         )
+
+
+def health_request(uri: str) -> urllib.request.Request:
+    """The server's ``/health``, asked with the credentials MLflow's client would send: HTTP
+    basic auth from MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, else from the URI's
+    userinfo (as ``requests`` takes it), or MLFLOW_TRACKING_TOKEN as a bearer token. urllib
+    itself reads userinfo as part of the host name ("Name or service not known"), so the
+    userinfo is taken off the address and sent as the header."""
+    parts = urllib.parse.urlsplit(uri)
+    netloc = parts.netloc.rpartition("@")[2]
+    url = urllib.parse.urlunsplit(parts._replace(netloc=netloc)).rstrip("/") + "/health"
+    user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+    password = os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if not (user and password) and parts.username is not None:
+        user, password = (urllib.parse.unquote(parts.username),
+                          urllib.parse.unquote(parts.password or ""))  # fmt: skip
+    headers = {}
+    if user or password:
+        pair = base64.b64encode(f"{user or ''}:{password or ''}".encode()).decode()
+        headers["Authorization"] = f"Basic {pair}"
+    elif os.environ.get("MLFLOW_TRACKING_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"
+    return urllib.request.Request(url, headers=headers)
+
+
+def _credentials_hint(uri: str) -> str:
+    """Where credentials for an mlflow server belong, when the URI carries some."""
+    if urllib.parse.urlsplit(uri).password is None:
+        return ""
+    return (
+        "; give the server's credentials in MLFLOW_TRACKING_USERNAME and "
+        "MLFLOW_TRACKING_PASSWORD rather than in the URI (MLflow's client reads both)"
+    )
 
 
 def create_store(uri: str) -> None:
@@ -220,6 +263,7 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
     """
     if not store_exists(uri):
         return False  # a new embedded store: nothing in it yet (and reading would create it)
+    shown = redacted(uri)  # a server's URI may carry a password: never shown
     client = read_client(uri)
     try:
         experiment = find_experiment(client, study)
@@ -230,7 +274,7 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
             restore = mlflow_command(uri, "experiments", "restore", "--experiment-id", eid)
             purge = mlflow_command(uri, "gc", "--experiment-ids", eid)
             raise StudyError(
-                f"study {study!r}: its MLflow experiment (id {eid}) was deleted in {uri}. "
+                f"study {study!r}: its MLflow experiment (id {eid}) was deleted in {shown}. "
                 f"Restore it to resume the study: {restore} — or delete it for good ({purge}) "
                 "to start afresh, or give the study another name"
             )
@@ -245,12 +289,12 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
         if deleted:
             run_id = deleted[0].info.run_id
             raise StudyError(
-                f"study {study!r}: its parent run {run_id} was deleted in {uri}; restore it to "
+                f"study {study!r}: its parent run {run_id} was deleted in {shown}; restore it to "
                 f"resume the study: {mlflow_command(uri, 'runs', 'restore', '--run-id', run_id)}"
             )
         if client.search_runs([eid], max_results=1):
             raise StudyError(
-                f"study {study!r}: the MLflow experiment of that name (id {eid}) in {uri} "
+                f"study {study!r}: the MLflow experiment of that name (id {eid}) in {shown} "
                 "holds runs that are not this study's; give the study another name"
             )
         return False
@@ -258,7 +302,7 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
         raise
     except Exception as err:  # MLflow's, or SQLite's through the reader
         why = getattr(err, "message", None) or str(err)
-        raise StudyError(f"tracking store {uri!r} cannot be read: {why}") from None
+        raise StudyError(f"tracking store {shown!r} cannot be read: {redacted(why)}") from None
 
 
 @functools.cache
@@ -392,7 +436,7 @@ def _factor_text(plan: TrialPlan) -> str:
     parts = []
     for name, value in plan.factors.items():
         short = ABBREVIATIONS.get(name)
-        parts.append(f"`{name}`{f' ({short})' if short else ''} = {value}")
+        parts.append(f"`{name}`{f' ({short})' if short else ''} = {in_markdown(str(value))}")
     return "; ".join(parts)
 
 
@@ -430,7 +474,7 @@ def finished_title(note: str, name: str, status: str) -> str:
     lines = note.splitlines() or [""]
     first = lines[0]
     start = first.find(TRIAL_TITLE)
-    lines[0] = f"**{name}** ({status}) · {first[start:] if start >= 0 else first}"
+    lines[0] = f"**{in_markdown(name)}** ({status}) · {first[start:] if start >= 0 else first}"
     return "\n".join(lines)
 
 
@@ -443,7 +487,7 @@ def trial_note(plan: TrialPlan, study: str, experiment_id: str, parent_id: str) 
         "",
         f"- **Factors:** {_factor_text(plan)}",
         _status_line("scheduled", 0, plan.config.budget_examples),
-        f"- **Parent:** [{study}]({run_link(experiment_id, parent_id)})",
+        f"- **Parent:** [{in_markdown(study)}]({run_link(experiment_id, parent_id)})",
     ])  # fmt: skip
 
 
@@ -524,6 +568,19 @@ def evidence_files(evidence: dict[str, Any], folder: Path) -> list[Path]:
     return written
 
 
+# The tracking URIs this process opened, by the same URI without credentials: what a record
+# unpickled in this process is given back (StudyRecord.__getstate__ writes no password)
+_GIVEN_URIS: dict[str, str] = {}
+
+
+def quiet_run_links(uri: str) -> None:
+    """MLflow's client prints "View run … at: URL" with the tracking URI as given, password and
+    all, whenever a run of a server's ends: off for a URI that carries a password (the study
+    prints its own links, without credentials: study.mlflow_views.ui_url)."""
+    if redacted(uri) != uri:
+        os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+
+
 def _create_experiment(client, study: str, location: str | None) -> str:
     """The study's new experiment; or the one another driver of the study, starting at the
     same moment, created between our look and our creation (the lease then refuses one)."""
@@ -545,8 +602,8 @@ class StudyRecord:
         client = MlflowClient(tracking_uri)
         experiment = find_experiment(client, study)
         if experiment is not None and experiment.name != study:  # renamed in MLflow's UI
-            print(f"study {study!r}: its MLflow experiment (id {experiment.experiment_id}) is "
-                  f"named {experiment.name!r} now; recording into it, not a new one")  # fmt: skip
+            say(f"study {study!r}: its MLflow experiment (id {experiment.experiment_id}) is "
+                f"named {experiment.name!r} now; recording into it, not a new one")  # fmt: skip
         if experiment is None:
             location = None
             if artifact_root is not None and "://" in str(artifact_root):
@@ -561,6 +618,8 @@ class StudyRecord:
     def _open(self, tracking_uri: str, study: str, client, experiment_id: str) -> None:
         self.uri, self.study, self.client, self.experiment_id = (
             tracking_uri, study, client, experiment_id)  # fmt: skip
+        quiet_run_links(tracking_uri)
+        _GIVEN_URIS[without_credentials(tracking_uri)] = tracking_uri
         self.logging_s = 0.0  # time spent writing metrics, for the benchmark
         self._datasets: dict[tuple, DatasetInput] = {}  # data fields -> the dataset input
 
@@ -585,13 +644,19 @@ class StudyRecord:
         return record
 
     def __getstate__(self) -> dict[str, Any]:
-        # Ray pickles the Tuner's callbacks with its experiment state; the client is rebuilt.
-        return {k: v for k, v in self.__dict__.items() if k not in ("client", "_datasets")}
+        # Ray pickles the Tuner's callbacks with its experiment state (tuner.pkl, in the study's
+        # storage); the client is rebuilt, and a password in the URI stays in this process
+        state = {k: v for k, v in self.__dict__.items() if k not in ("client", "_datasets")}
+        return state | {"uri": without_credentials(self.uri)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        # the URI as this process was given it; elsewhere MLflow's client takes the credentials
+        # from MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD
+        state["uri"] = _GIVEN_URIS.get(state["uri"], state["uri"])
         self.__dict__.update(state)
         _bind_mlflow()
         self.client = MlflowClient(self.uri)
+        quiet_run_links(self.uri)
         self._datasets = {}
 
     # -- lookups --
@@ -774,7 +839,8 @@ class StudyRecord:
             tags={
                 "study.name": spec.study, "study.role": PARENT, "study.spec_sha": spec.sha,
                 "study.code_version": code_version(), "study.design": spec.design.kind,
-                MLFLOW_RUN_NOTE: spec.description, **block_tags(spec), **extension,
+                MLFLOW_RUN_NOTE: in_markdown(spec.description, MAX_TAG), **block_tags(spec),
+                **extension,
                 **source_tags(),
             },
         )  # fmt: skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -12,16 +14,23 @@ from mlflow.exceptions import MlflowException
 from analysis.findings.baselines import Standing
 from analysis.findings.headline import Headline
 from analysis.reading.load import load_history, read_results, results_frame
+from analysis.reading.store import local_folder
 from analysis.report.page import write_report
 from analysis.stats.best import BestPoint, target_of
 from analysis.stats.units import level
 from analysis.study_analysis import analyse
 from search_spaces.designs import ABBREVIATIONS
 from study.export import results_table
+from study.finished import REPORT_DIR
 from study.mlflow_views import point_to_report
+from study.paths import refuse
 from study.record import EVIDENCE_ARTIFACTS, MAX_TAG, SOURCE_RETURN_PNG, StudyRecord
+from trainables.shown import in_markdown
 
 HISTORY_METRICS = ("z/align", "z/uniform", "probe/knn_top1_h")
+# where a study's storage and its embedded store's artifacts are, as study.runner lays them out
+STORAGE_DEFAULT, ARTIFACTS_NAME = "studies", "mlartifacts"
+STORAGE_WORDS = "a study storage"
 
 
 def make_report(
@@ -54,21 +63,75 @@ def make_report(
     study = df.attrs.get("study") or "study"
     folder = Path(out) if out else Path("studies") / study / "report"
     analysis = analyse(df, outcomes=study_outcomes(record, tracking_uri), history=history)
-    with tempfile.TemporaryDirectory(prefix="source-return-") as tmp:
-        returned = source_return(record, df, Path(tmp)) if record is not None else {}
-        panels = {label: panel for label, (panel, _) in returned.items()}
-        tables = {label: table for label, (_, table) in returned.items() if table is not None}
-        write_report(
-            analysis, folder, history, panels=panels, source_return=tables, figures=figures
-        )
-    _write_power_bases(analysis, df, folder)
     parent = record.parent() if record is not None else None
+    # Written into a fresh folder of its own, never into ``out`` itself: only what the report
+    # wrote is attached to the run (``out`` may hold anything: a .env, the store, studies/)
+    with tempfile.TemporaryDirectory(prefix="study-report-") as staging:
+        written = Path(staging)
+        with tempfile.TemporaryDirectory(prefix="source-return-") as tmp:
+            returned = source_return(record, df, Path(tmp)) if record is not None else {}
+            panels = {label: panel for label, (panel, _) in returned.items()}
+            tables = {label: table for label, (_, table) in returned.items() if table is not None}
+            write_report(
+                analysis, written, history, panels=panels, source_return=tables, figures=figures
+            )
+        _write_power_bases(analysis, df, written)
+        if parent is not None:
+            record.client.log_artifacts(parent.info.run_id, str(written), "report")
+        copy_out(written, folder)
     if parent is not None:
-        record.client.log_artifacts(parent.info.run_id, str(folder), "report")
         note = parent_note(analysis.headline, parent, analysis.best, analysis.standings)
         record.set_parent_note(parent.info.run_id, note)
         point_to_report(record, parent.info.run_id, stored_as or folder / "report.html")
     return analysis.to_json(), folder
+
+
+def copy_out(written: Path, folder: Path) -> None:
+    """Copy the report's files from ``written`` into ``folder``, each put in place by a rename
+    beside it: a file or link already at that name is replaced, never written through."""
+    for source in sorted(p for p in written.rglob("*") if p.is_file()):
+        target = folder / source.relative_to(written)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+        shutil.copyfile(source, partial)
+        os.replace(partial, target)
+
+
+def refuse_own_folders(record: StudyRecord | None, out: Path) -> None:
+    """Refuse (:func:`study.paths.refuse`: ``--out`` and the path named) an ``out`` inside the
+    record's artifact root or inside a study storage, except a study's own ``report`` folder
+    there: the report would be written among the trials' checkpoints, results or another
+    run's artifacts."""
+    place = out.expanduser().resolve()
+    for folder, what in own_folders(record):
+        inside = place == folder or folder in place.parents
+        if inside and not _a_report_folder(place, folder, what):
+            refuse("--out", out, f"lies inside {what} ({str(folder)!r}), which the study "
+                   "writes itself", "give a folder outside it, or leave --out out (the "
+                   "study's own report folder, studies/<study>/report)")  # fmt: skip
+
+
+def own_folders(record: StudyRecord | None) -> list[tuple[Path, str]]:
+    """(folder, what it is) for the places a report is never written into: the default
+    storage ``studies/`` here, and the experiment's artifact root on this machine with the
+    storage that holds it (the product puts it at ``<storage>/mlartifacts``)."""
+    found = [(Path(STORAGE_DEFAULT).resolve(), STORAGE_WORDS)]
+    if record is not None:
+        location = record.client.get_experiment(record.experiment_id).artifact_location
+        root = local_folder(location)
+        if root is not None:
+            found.append((root.resolve(), "the MLflow artifact root"))
+            if root.name == ARTIFACTS_NAME:
+                found.append((root.resolve().parent, STORAGE_WORDS))
+    return found
+
+
+def _a_report_folder(place: Path, folder: Path, what: str) -> bool:
+    """Whether ``place`` is (inside) ``<storage>/<study>/report``: a report's own folder."""
+    if what != STORAGE_WORDS:
+        return False
+    parts = place.relative_to(folder).parts
+    return len(parts) >= 2 and parts[1] == REPORT_DIR and parts[0] != ARTIFACTS_NAME
 
 
 def study_outcomes(record: StudyRecord | None, tracking_uri: str):
@@ -149,7 +212,7 @@ def findings_lead(top: Headline) -> str:
     """The findings as one paragraph, on the target first (``on_target``, then ``found``): the
     second paragraph of the parent run's description, after its lead (:func:`parent_lead`)."""
     found = [*([top.on_target] if top.on_target else []), *top.found]
-    return "**Findings.** " + (" ".join(found) or "No effect was detected.")
+    return "**Findings.** " + (in_markdown(" ".join(found)) or "No effect was detected.")
 
 
 def _gist(sentence: str) -> str:
@@ -216,16 +279,19 @@ def parent_lead(
     Assistant open, the lower ones fading): what the study says of its target, its best point
     with its interval (``best``, else the headline's sentence) and its standing against the raw
     input (``standings``, else the headline's words), and the next step. Every word is the
-    analysis' own, each without its evidence, which the sections below give in full."""
-    parts = [f"**In short.** {_verdict(top)}"]
+    analysis' own, each without its evidence, which the sections below give in full. Their
+    words name the file's levels, so each is escaped for Markdown (:func:`in_markdown`)."""
+    parts = [f"**In short.** {in_markdown(_verdict(top))}"]
     if best is not None:
         standing = _standing_words(top, standings)
-        parts.append(f"**Best:** {_best_words(best)}" + (f"; it {standing}." if standing else "."))
+        said = _best_words(best) + (f"; it {standing}." if standing else ".")
+        parts.append(f"**Best:** {in_markdown(said)}")
     elif top.best:
         standing = _standing_words(top, standings)
-        parts.append(f"**Best:** {top.best}" + (f" It {standing}." if standing else ""))
+        said = top.best + (f" It {standing}." if standing else "")
+        parts.append(f"**Best:** {in_markdown(said)}")
     if top.next_step:
-        parts.append(f"**Next:** {top.next_step}")
+        parts.append(f"**Next:** {in_markdown(top.next_step)}")
     return " ".join(parts)
 
 
@@ -247,15 +313,16 @@ def parent_note(
         "(artifacts `study_file.yaml`, `design.json`). The full report, with the model "
         "statistics, is the artifact `report/report.html`."
     )
-    parts = [parent_lead(top, best, standings), "", findings_lead(top), "", top.sentence]
+    parts = [parent_lead(top, best, standings), "", findings_lead(top), "",
+             in_markdown(top.sentence)]  # fmt: skip
     if top.confirmation:
-        parts += ["", f"**Confirmation.** {top.confirmation}"]
+        parts += ["", f"**Confirmation.** {in_markdown(top.confirmation)}"]
     if top.not_detected:
-        parts += ["", "**Not detectable**", "", *[f"- {s}" for s in top.not_detected]]
+        parts += ["", "**Not detectable**", "", *[f"- {in_markdown(s)}" for s in top.not_detected]]
     for title, text in (("Best point", top.best), ("Against the baselines", top.against),
                         ("Next study", top.next_step)):  # fmt: skip
         if text:
-            parts += ["", f"**{title}.** {text[:1].upper()}{text[1:]}"]
+            parts += ["", f"**{title}.** {in_markdown(text[:1].upper() + text[1:])}"]
     body = "\n".join(parts)
     note = f"{body}\n\n---\n\n{design}"
     if len(note) > MAX_TAG:

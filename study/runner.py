@@ -14,6 +14,7 @@ interval of work is lost.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import logging
 import math
@@ -54,7 +55,9 @@ from study.internals.ray import (
 )
 from study.internals.torch import DYNAMO_MODULE
 from study.lease import study_lease
+from study.leftovers import Leftovers
 from study.mlflow_views import TRIALS_VIEW, start_described_parent, ui_url, view_link
+from study.paths import download_folder, writable_folder
 from study.progress import ProgressView, StudyProgress
 from study.record import (
     StudyRecord,
@@ -64,6 +67,8 @@ from study.record import (
     default_tracking_uri,
 )
 from study.storage import Storage, check_writable, open_storage
+from study.terminal import say
+from trainables.remote import redacted
 from trainables.sources import check_data
 
 # what a trial's worker imports: the trainable, the trial's loop with torch, and what the first
@@ -78,6 +83,11 @@ _USER_PENDING = os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")  # a user's own set
 class StudyFailedError(RuntimeError):
     """The study could not be completed after its trials began; nothing is left RUNNING, what
     was recorded stays, and the message says what to run next."""
+
+
+class RayStartError(StudyFailedError):
+    """This machine's Ray did not start (:func:`ray_start_explained`); the message is one
+    paragraph naming the cause and where Ray's logs are."""
 
 
 class StudyInterruptedError(RuntimeError):
@@ -130,7 +140,7 @@ def _watchdog(signum: int) -> None:
         record, parent_id, message = _open_study[-1]
         with contextlib.suppress(Exception):
             record.end_unfinished(parent_id, "KILLED")
-            print(f"interrupted: {message(signum)}", file=sys.stderr, flush=True)
+            say(f"interrupted: {message(signum)}", err=True, flush=True)
         exit_now(128 + signum)
 
     threading.Thread(target=watch, name="study-stop-watchdog", daemon=True).start()
@@ -279,11 +289,12 @@ def preflight(
         check_data(sample)
     except ValueError as err:
         raise StudyError(f"trial.{err}") from None
+    download_folder(sample)
     for plan in design.representatives():
         check_plan_fits(plan)
     if address is None:
         check_resources(spec, local_capacity(), "this machine (no --address: the study runs here)")
-    check_tracking_uri(tracking_uri)
+    check_tracking_uri(tracking_uri, writing=True)  # the study writes its record there
     return check_store(tracking_uri, spec.study, spec)
 
 
@@ -297,13 +308,15 @@ def checked_storage(where: str | Path | None) -> Storage:
     try:
         storage = open_storage(where)
     except ValueError as err:
-        raise StudyError(f"--storage {err}") from None
+        raise StudyError(f"--storage {redacted(str(err))}") from None
+    if storage.is_local:  # said plainly, before the write below makes the folder or fails
+        writable_folder("--storage", storage.root)
     try:
         check_writable(storage)
     except OSError as err:
         raise StudyError(
-            f"--storage {storage.uri}: cannot write there (a study keeps its checkpoints, results "
-            f"and report in it): {err}"
+            f"--storage {redacted(storage.uri)}: cannot write there (a study keeps its "
+            f"checkpoints, results and report in it): {redacted(str(err))}"
         ) from None
     return storage
 
@@ -378,8 +391,8 @@ class StorageLostError(RuntimeError):
 
 
 def _lost_words(study: Storage) -> str:
-    return (f"--storage {study.uri}: the study's storage cannot be written any more (was the "
-            "bucket or folder deleted, or its credentials lost?); the trials keep their "
+    return (f"--storage {redacted(study.uri)}: the study's storage cannot be written any more "
+            "(was the bucket or folder deleted, or its credentials lost?); the trials keep their "
             "checkpoints and results there, so the study stopped instead of retrying against "
             "it. Restore the storage and run the study again to resume it")  # fmt: skip
 
@@ -513,6 +526,75 @@ def local_ray_temp_dir() -> str:
     return str(shared_or_private(wanted, "study-ray", "Ray's temp dir") / "ray")
 
 
+# The kernel takes a Unix socket's path in 108 bytes with its final NUL (104 on macOS), and Ray
+# puts its sockets at <temp dir>/session_<date>_<time>_<microseconds>_<pid>/sockets/plasma_store
+# (its longest name; raylet is shorter), the pid being the driver's own.
+SOCKET_PATH_LIMIT = (104 if sys.platform == "darwin" else 108) - 1
+
+
+def ray_socket_problem(temp_dir: str) -> str | None:
+    """Why a local Ray in ``temp_dir`` could not make its sockets, or None when it can."""
+    session = datetime.datetime.now().strftime(f"session_%Y-%m-%d_%H-%M-%S_%f_{os.getpid()}")
+    sample = os.path.join(temp_dir, session, "sockets", "plasma_store")
+    size = len(sample.encode())
+    if size <= SOCKET_PATH_LIMIT:
+        return None
+    return (f"its socket paths would be {size} bytes long ({sample}), over the "
+            f"{SOCKET_PATH_LIMIT}-byte limit of a Unix socket's path; set RAY_TMPDIR to a shorter "
+            "folder (such as /tmp) and run the study again")  # fmt: skip
+
+
+def check_local_ray(address: str | None) -> None:
+    """Refuse (:class:`RayStartError`), before anything of the study is made, a Ray this
+    machine would start but could not: its socket paths too long for the kernel."""
+    ray = sys.modules.get("ray")  # not imported here for a check (seconds)
+    if address or (ray is not None and ray.is_initialized()):
+        return
+    problem = ray_socket_problem(local_ray_temp_dir())
+    if problem:
+        raise RayStartError(_ray_start_words(problem))
+
+
+@contextlib.contextmanager
+def ray_start_explained(address: str | None):
+    """A local Ray that fails to start, as one paragraph (:class:`RayStartError`): the cause
+    (the socket path's length, a time-out, a ``RAY_ADDRESS`` set) and the log to read, instead
+    of Ray's traceback; whatever of it had started is shut down."""
+    try:
+        yield
+    except (StudyError, StudyFailedError):
+        raise
+    except Exception as err:
+        if address:
+            raise
+        with contextlib.suppress(Exception):
+            import ray
+
+            ray.shutdown()
+        raise RayStartError(_ray_start_words(_ray_start_cause(err))) from err
+
+
+def _ray_start_cause(err: Exception) -> str:
+    """What made Ray fail, in words, and where to read more."""
+    said = " ".join(str(err).split())[:300]
+    if "AF_UNIX path length" in said:
+        return ray_socket_problem(local_ray_temp_dir()) or said
+    if os.environ.get("RAY_ADDRESS"):  # ray.init joins the cluster it names, not a new Ray
+        return (f"RAY_ADDRESS is set ({os.environ['RAY_ADDRESS']}), so Ray tried to join that "
+                f"cluster instead of starting one here ({type(err).__name__}: {said}); unset "
+                "it, or give --address to run the study on that cluster")  # fmt: skip
+    timed = "timed out" in said.lower() or isinstance(err, TimeoutError)
+    logs = os.path.join(local_ray_temp_dir(), "session_latest", "logs")
+    how = "it did not come up in time" if timed else "it failed"
+    return f"{how} ({type(err).__name__}: {said}); read raylet.out and gcs_server.out in {logs}"
+
+
+def _ray_start_words(cause: str) -> str:
+    """The paragraph; a new study's store, experiment and storage folders that this run made
+    are removed by the caller (:class:`study.leftovers.Leftovers`), a resumed one's record kept."""
+    return f"Ray did not start on this machine: {cause}. No trial ran"
+
+
 # Ray Train's settings for this machine's own Ray, where its workers and the driver share a
 # machine (data-parallel trials, ``resources.workers`` > 1); set before Ray starts, so that every
 # worker inherits them. A cluster joined at an address keeps its own.
@@ -609,29 +691,44 @@ def _trial_actors_take_idle_workers() -> None:
 
 
 @contextlib.contextmanager
-def _propagated_env_vars(address: str | None):
+def _propagated_env_vars(copied: set[str] | None):
     """While Tune creates the trial actors: of the variables Tune copies from this process into
-    every actor's runtime_env (``AWS_*``, ``RAY_TRAIN_*``, ...), only those whose value differs
-    from what this process's local Ray was started with. Its workers inherited that environment
-    already, and a variable copied all the same gives the actor a runtime_env of its own, so it
-    cannot take an idle, warm worker and waits for a fresh process (seconds of torch import, for
-    every trial of a study whose storage is a bucket). On a cluster (``address``) or a Ray this
-    process did not start, Tune copies them as it always does."""
+    every actor's runtime_env (``AWS_*``, ``RAY_TRAIN_*``, ...), only ``copied``
+    (:func:`_env_vars_to_copy`); None: as Tune does (a Ray without the setting)."""
     names = tune_propagated_env_vars()
-    if names is None:  # another Ray: as it does
+    if names is None or copied is None:
         yield
         return
-    inherited = _inherited_environment()
-    if address or inherited is None:
-        yield
-        return
-    set_tune_propagated_env_vars(
-        {n for n in names if n in os.environ and os.environ[n] != inherited.get(n)}
-    )
+    set_tune_propagated_env_vars(copied)
     try:
         yield
     finally:
         set_tune_propagated_env_vars(names)
+
+
+def _env_vars_to_copy(address: str | None) -> set[str] | None:
+    """Of the variables Tune would copy into every trial actor's runtime_env, those the actors
+    lack. A local Ray this process started: those whose value differs from what it was started
+    with (its workers inherited that environment, and a variable copied all the same gives the
+    actor a runtime_env of its own, so it cannot take an idle, warm worker and waits for a fresh
+    process: seconds of torch import, for every trial of a study whose storage is a bucket).
+    Any other Ray (a cluster): those its nodes lack (:func:`study.node_env.to_copy`, which
+    refuses a secret some node lacks: Ray's runtime-env agent would log its value in clear).
+    None on a Ray without the setting: Tune copies as it always does.
+
+    Raises:
+        StudyError: a secret the cluster's nodes lack.
+    """
+    names = tune_propagated_env_vars()
+    if names is None:
+        return None
+    present = {n for n in names if n in os.environ}
+    inherited = _inherited_environment()
+    if inherited is not None and not address:
+        return {n for n in present if os.environ[n] != inherited.get(n)}
+    from study.node_env import to_copy
+
+    return to_copy(present)
 
 
 class DriverRay:
@@ -643,7 +740,8 @@ class DriverRay:
         self.started = False
 
     def start(self) -> None:
-        self.started = start_ray(self.address, self.spec, self.concurrency) or self.started
+        with ray_start_explained(self.address):
+            self.started = start_ray(self.address, self.spec, self.concurrency) or self.started
         catch_stop_signals()  # ray.init set SIGTERM to sys.exit: a stop is a stop
 
     def stop(self) -> None:
@@ -741,8 +839,9 @@ def launch(
             verbose=0,
         ),
     )
+    copied = _env_vars_to_copy(address)  # refuses a secret a cluster's nodes lack
     try:
-        with _propagated_env_vars(address):
+        with _propagated_env_vars(copied):
             results = tuner.fit()
     except StorageLostError as err:
         raise StudyFailedError(str(err)) from err
@@ -787,7 +886,7 @@ def _report(
             study.uri_of(REPORT_DIR) if study.is_local else REPORT_DIR, "--tracking-uri",
             tracking_uri,
         )  # fmt: skip
-        print(
+        say(
             f"report not written: {type(err).__name__}: {err}\n"
             f"The study and its results are recorded; write the report again with: {again}"
         )
@@ -829,6 +928,8 @@ def run_study(
     typed_address = address
     if address:  # the cluster is reached before anything is recorded: refused in seconds
         address = reach_cluster(address)
+    check_local_ray(address)  # a Ray that cannot start is said before anything is made
+    made = Leftovers.before(tracking_uri, spec.study, storage)  # removed should Ray not start
     storage = checked_storage(storage)
     study = storage.sub(spec.study)
     rerun = _rerun_command(spec_path, smoke, tracking_uri, storage, figures, typed_address)
@@ -842,7 +943,11 @@ def run_study(
                         functools.partial(_load_report_modules, figures))  # fmt: skip
     ray_here = DriverRay(address, spec, max_concurrent or spec.max_concurrent)
     # a new study runs every trial: its Ray starts while the lease is taken (see entered_beside)
-    with ray_here, entered_beside(lease, None if recorded else ray_here.start):
+    with (
+        made.removed_on(RayStartError),
+        ray_here,
+        entered_beside(lease, None if recorded else ray_here.start),
+    ):
         opened: list[tuple[StudyRecord, str]] = []  # the record and parent, once open
         interrupted = False
         try:
@@ -895,13 +1000,13 @@ def _print_ending(
     """What ``study run`` says last: the findings (at most six lines: the headline of the
     report, ``analysis.findings.headline``), then where everything is."""
     for line in findings or [f"study {spec.study}: {outcome.counts}"]:
-        print(line)
+        say(line)
     if findings is not None:
-        print(f"report: {report}")
-    print(f"results: {outcome.results}")
-    print(f"MLflow UI: {ui_command(outcome.tracking_uri)}")
+        say(f"report: {report}")
+    say(f"results: {outcome.results}")
+    say(f"MLflow UI: {ui_command(outcome.tracking_uri)}")
     table = ui_url(outcome.tracking_uri) + view_link(record.experiment_id, TRIALS_VIEW)
-    print(f"its trials, factors and key metrics, sorted by {spec.target.metric}: {table}")
+    say(f"its trials, factors and key metrics, sorted by {spec.target.metric}: {table}")
 
 
 def _run_trials(
@@ -923,7 +1028,7 @@ def _run_trials(
                     max_concurrent=max_concurrent, quiet=quiet,
                 )  # fmt: skip
         elif not quiet:
-            print(f"study {spec.study}: all {schedule.total} trials FINISHED; nothing to run")
+            say(f"study {spec.study}: all {schedule.total} trials FINISHED; nothing to run")
         return schedule, trial_s
     except (KeyboardInterrupt, SystemExit):
         interrupted = hold_sigint()  # ended below, once the interrupted frames are gone
@@ -957,7 +1062,7 @@ def _cluster_watched(address: str | None, spec: StudySpec, rerun: str):
         with contextlib.suppress(Exception):
             record.end_unfinished(parent_id, "KILLED")
         _cleaned.set()
-        print(_cluster_lost_words(spec, address, rerun), file=sys.stderr, flush=True)
+        say(_cluster_lost_words(spec, address, rerun), err=True, flush=True)
         exit_now(1)
 
     stop = watch_cluster(address, lost)
@@ -1089,7 +1194,7 @@ def _summarise(record: StudyRecord, parent_id: str, results: Path, spec: StudySp
         record.log_summary(parent_id, read_results(results), spec.target.metric, spec.target.mode,
                            outcomes)  # fmt: skip
     except Exception as err:  # the study itself is complete and recorded
-        print(f"the parent run's summary was not logged: {type(err).__name__}: {err}")
+        say(f"the parent run's summary was not logged: {type(err).__name__}: {err}")
 
 
 def _interrupted(spec: StudySpec, rerun: str, recorded: bool, signum: int = signal.SIGINT) -> str:
@@ -1127,7 +1232,7 @@ def _next_steps(spec: StudySpec, tracking_uri: str, rerun: str) -> str:
     status = shell_command(tool("study"), "status", spec.study, "--tracking-uri", tracking_uri)
     return (
         f"Every run of study {spec.study!r} was ended (none is left RUNNING) and everything "
-        f"logged is kept in {tracking_uri}.\nSee its trials: {status}\n"
+        f"logged is kept in {redacted(tracking_uri)}.\nSee its trials: {status}\n"
         f"Resume it (finished trials are kept, the others continue from their checkpoints): "
         f"{rerun}"
     )

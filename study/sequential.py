@@ -24,6 +24,7 @@ from search_spaces.sequential import (
 )
 from search_spaces.spec import StudyError, StudySpec, load_spec, read_study_text
 from study.commands import duration, shell_command, tool
+from study.paths import new_file
 from study.record import (
     StudyRecord,
     check_store,
@@ -110,6 +111,7 @@ def augment_study(
     check_finished(spec, tracking_uri, file)
     target = out or augmented_path(file)
     text = augmented_yaml(new, design, file.name, read_study_text(file))
+    new_file("--out", target)  # the default too: beside a study file this user cannot write
     if target.exists() and target.read_text() != text:
         raise StudyError(
             f"--out {str(target)!r} exists with other content; remove it or give another --out"
@@ -160,7 +162,6 @@ def follow_up_cost(record: StudyRecord, spec: StudySpec, design: FixedDesign) ->
             f"{duration(study_s)}")  # fmt: skip
 
 
-
 def next_study(
     source: str | Path, *, tracking_uri: str, out: Path | None = None, confirm: bool = False,
     force: bool = False,
@@ -204,6 +205,7 @@ def next_study(
         new, design = next_spec(spec, step.to_json())
         target = out or file.with_name(f"{new.study}.yaml")
         text = next_yaml(new, f"{spec.study} ({file.name})", step.reason)
+    new_file("--out", target)  # the default too: beside a study file this user cannot write
     if target.exists() and target.read_text() != text:
         raise StudyError(
             f"--out {str(target)!r} exists with other content; remove it or give another --out"

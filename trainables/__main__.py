@@ -13,6 +13,7 @@ import yaml
 
 from trainables.config import TrialConfig
 from trainables.names import did_you_mean
+from trainables.shown import shown
 from trainables.text import base_type, load_yaml
 from trainables.train import LocalReporter, run_trial
 
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = TrialConfig(**(load_config_file(args.config) | parse_overrides(args.overrides)))
     except ValueError as err:
-        print(f"invalid trial config: {err}", file=sys.stderr)
+        print(shown(f"invalid trial config: {err}"), file=sys.stderr)  # it quotes the file
         return 2
     if args.smoke:
         config = smoke(config)

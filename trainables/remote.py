@@ -52,6 +52,24 @@ def is_remote(text: str | None) -> bool:
     return match is not None and match.group(1).lower() != "file"
 
 
+# The password of a URI's userinfo (``scheme://user:password@host``), as clients parse it: up to
+# the netloc's last ``@`` (an unquoted ``@`` may sit in the password), never past the first ``/``.
+_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*):[^/\s]*@")
+
+
+def redacted(text: str | os.PathLike | None) -> str:
+    """``text`` with the password of every URI in it shown as ``***``
+    (``http://alice:***@host:5000``): what the product prints, logs or records of a tracking,
+    storage or data URI goes through here, since userinfo is a place clients take credentials
+    from."""
+    return _PASSWORD.sub(r"\1:***@", str(text or ""))
+
+
+def without_credentials(uri: str) -> str:
+    """``uri`` with no userinfo at all: a link to open in a browser, which asks for them."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.\-]*://)[^/\s]*@", r"\1", uri)
+
+
 def cache_root() -> Path:
     """The node-local cache folder: ``$CONTRASTIVE_DATA_CACHE``, else
     ``~/.cache/contrastive-studies/data``."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from analysis.reading.sqlite_reader import ACTIVE_ONLY
 from analysis.reading.store import read_client, store_exists
+from trainables.remote import redacted
 
 if TYPE_CHECKING:  # imported where a table is made: a command that reads runs only never needs it
     import pyarrow as pa
@@ -316,6 +317,7 @@ def unknown_study(uri: str, study: str) -> str:
                 "created); run the study first, or name the store it was recorded in (the CLI's "
                 "--tracking-uri, the notebook's TRACKING_URI, or MLFLOW_TRACKING_URI)")  # fmt: skip
     held = recorded_studies(uri)
+    uri = redacted(uri)  # a server's URI may carry a password: never shown
     if not held:
         return f"no study named {study!r} in {uri}: it holds no study"
     from trainables.names import MAX_SHOWN, did_you_mean  # the CLI's one 'did you mean'

@@ -39,3 +39,16 @@ def store_engine(client: Any) -> Any | None:
     keeps its store in the private ``_tracking_client``."""
     store = getattr(getattr(client, "_tracking_client", None), "store", None)
     return getattr(store, "engine", None)
+
+
+def hard_delete_experiment(uri: str, experiment_id: str) -> None:
+    """Remove an experiment of an embedded store for good, as ``mlflow gc`` does. Why private:
+    MLflow's public delete only marks an experiment deleted, and a deleted experiment keeps its
+    name taken; a study run that stopped before recording anything removes the experiment its
+    lease made (:mod:`study.leftovers`), so that the study's name is free to run again."""
+    store = sqlalchemy_store(uri)
+    try:
+        store.delete_experiment(experiment_id)  # gc removes only what is marked deleted
+        store._hard_delete_experiment(experiment_id)
+    finally:
+        store.engine.dispose()

@@ -55,9 +55,9 @@ def tune_propagated_env_vars() -> set[str] | None:
 
 def set_tune_propagated_env_vars(names: set[str]) -> None:
     """Set which variables Tune copies into the trial actors it creates from now on (see
-    :func:`tune_propagated_env_vars`; :func:`study.runner._propagated_env_vars` copies only
-    those whose value the local Ray's workers did not inherit). Why internal: Tune has no
-    setting for it. Nothing is set on a Ray without it."""
+    :func:`tune_propagated_env_vars`; :func:`study.runner._env_vars_to_copy` copies only
+    those the actors lack: a local Ray's workers inherited them, a cluster's nodes are asked).
+    Why internal: Tune has no setting for it. Nothing is set on a Ray without it."""
     cache = _class_cache()
     if cache is not None and hasattr(cache, "ENV_VARS_TO_PROPAGATE"):
         cache.ENV_VARS_TO_PROPAGATE = names

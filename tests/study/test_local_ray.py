@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from ray.tune.execution import class_cache
 
+from search_spaces.spec import StudyError
 from study import runner
-from study.runner import LOCAL_RAY_TRAIN_SETTINGS, _propagated_env_vars
+from study.runner import LOCAL_RAY_TRAIN_SETTINGS, _env_vars_to_copy, _propagated_env_vars
 
 REPO = Path(__file__).resolve().parents[2]
 PREEMPTION = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"  # set by start_ray before Ray starts
@@ -28,7 +29,7 @@ def test_trial_actors_carry_only_the_variables_their_workers_did_not_inherit(
     names = class_cache.ENV_VARS_TO_PROPAGATE
     assert {PREEMPTION, "AWS_SESSION_TOKEN"} <= names  # what Tune would copy
     monkeypatch.setenv("AWS_SESSION_TOKEN", "set-after-ray-started")
-    with _propagated_env_vars(None):
+    with _propagated_env_vars(_env_vars_to_copy(None)):
         copied = class_cache.ENV_VARS_TO_PROPAGATE
         assert "AWS_SESSION_TOKEN" in copied  # the workers lack this value: it goes
         assert PREEMPTION not in copied  # inherited by every worker: an actor needs no env
@@ -36,17 +37,21 @@ def test_trial_actors_carry_only_the_variables_their_workers_did_not_inherit(
 
 
 @pytest.mark.parametrize("ray_is", ["a cluster's", "joined"])
-def test_on_a_cluster_or_a_ray_started_elsewhere_tune_copies_them_all(
+def test_on_a_cluster_or_a_ray_started_elsewhere_its_nodes_are_asked_what_they_lack(
     shared_ray, monkeypatch, ray_is
 ):
-    names = class_cache.ENV_VARS_TO_PROPAGATE
-    address = "ray://head:10001" if ray_is == "a cluster's" else None
-    if (
-        ray_is == "joined"
-    ):  # a Ray this process did not start: what its workers inherited is unknown
+    """Each node is asked for a hash of its own value: one it holds is not copied, one it lacks
+    is, unless it is a secret (Ray's runtime-env agent would log it): that is refused."""
+    address = "127.0.0.1:6379" if ray_is == "a cluster's" else None
+    if ray_is == "joined":  # a Ray not started here: what its workers inherited is unknown
         monkeypatch.setattr(runner, "_LOCAL_RAY_ENV", None)
-    with _propagated_env_vars(address):
-        assert class_cache.ENV_VARS_TO_PROPAGATE is names
+    assert PREEMPTION not in _env_vars_to_copy(address)  # the node has it, with this value
+    monkeypatch.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")  # the node holds 0.25
+    assert "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S" in _env_vars_to_copy(address)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "planted-secret-unit")
+    with pytest.raises(StudyError, match="AWS_SECRET_ACCESS_KEY") as refused:
+        _env_vars_to_copy(address)
+    assert "planted-secret-unit" not in str(refused.value)
 
 
 @pytest.mark.slow
