@@ -103,7 +103,7 @@ class Snapshot:
 
 
 def _fail(uri: str, reason: str) -> ValueError:
-    return ValueError(f"data_root={uri!r}: {reason}")
+    return ValueError(f"data_root={redacted(uri)!r}: {redacted(reason)}")
 
 
 def bucket_snapshot(uri: str | None) -> Snapshot | None:
@@ -221,13 +221,13 @@ def _download(listed: Snapshot, folder: Path) -> bool:
     download_count += 1
     seconds = time.monotonic() - started
     record = {
-        "uri": listed.uri, "key": listed.key, "objects": len(listed.files),
+        "uri": redacted(listed.uri), "key": listed.key, "objects": len(listed.files),
         "bytes": listed.bytes, "downloaded_at": time.time(), "seconds": round(seconds, 3),
         "pid": os.getpid(),
     }  # fmt: skip
     (cache / f"{listed.key}.json").write_text(json.dumps(record, indent=1))
     log.info(
         "data_root=%s: downloaded %d objects (%d bytes) in %.1f s into %s",
-        listed.uri, len(listed.files), listed.bytes, seconds, folder,
+        redacted(listed.uri), len(listed.files), listed.bytes, seconds, folder,
     )  # fmt: skip
     return True

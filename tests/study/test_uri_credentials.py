@@ -75,3 +75,12 @@ def test_a_pickled_record_keeps_no_password_and_this_process_gets_it_back():
 )  # fmt: skip
 def test_a_secret_is_told_by_its_name(name, secret):
     assert is_secret(name) is secret
+
+
+def test_a_bucket_uri_with_credentials_is_never_shown_in_a_data_refusal():
+    """pyarrow takes s3://KEY:SECRET@bucket; a refusal naming data_root shows no secret."""
+    from trainables.remote import _fail
+
+    said = str(_fail("s3://AKIAPLANTED:planted-secret@bucket/data", "could not list it "
+                     "(s3://AKIAPLANTED:planted-secret@bucket/data: denied)"))  # fmt: skip
+    assert "planted-secret" not in said and "s3://AKIAPLANTED:***@bucket/data" in said
