@@ -4,12 +4,15 @@ runs each node's step on this machine, so a job's "nodes" are Ray nodes on 127.0
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import re
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,3 +208,21 @@ class Timeline:
     def _line(self, at: float, what: str) -> str:
         clock = time.strftime("%H:%M:%S", time.localtime(at))
         return f"  {at - self.t0:7.2f} s  ({clock}.{int(at % 1 * 1000):03d})  {what}"
+
+
+@contextlib.contextmanager
+def fake_slurm(tmp_path: Path, prefix: str = "rs"):
+    """A :class:`SlurmJob` with a submit folder, a short Ray temp dir of the test's own (Unix
+    socket paths are limited to ~107 bytes) and the stand-ins' call log; afterwards every
+    process whose command line or environment names the temp dir (each job's shell, driver,
+    srun steps and Ray's processes all carry it in STUDY_RAY_TMPDIR) is killed by PID."""
+    from processkit import kill_processes_mentioning
+
+    ray_tmp = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    submit = tmp_path / "submit"
+    submit.mkdir()
+    try:
+        yield SlurmJob(submit=submit, ray_tmp=ray_tmp, calls=tmp_path / "slurm-calls.jsonl")
+    finally:
+        kill_processes_mentioning(ray_tmp)
+        shutil.rmtree(ray_tmp, ignore_errors=True)

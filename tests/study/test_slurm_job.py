@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import stat
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
-from processkit import kill_processes_mentioning
 from slurmkit import (
     SCRIPT,
-    SlurmJob,
     Timeline,
     alive,
+    fake_slurm,
     logged,
     option,
     processes_mentioning,
@@ -39,16 +36,9 @@ JOB = 4101
 
 @pytest.fixture
 def slurm(tmp_path):
-    """A submit folder, a short Ray temp dir of the test's own (Unix socket paths are limited to
-    ~107 bytes) and the stand-ins' call log; at teardown every process whose command line or
-    environment names the temp dir (each job's shell, driver, srun steps and Ray's processes
-    all carry it in STUDY_RAY_TMPDIR) is killed by PID."""
-    ray_tmp = tempfile.mkdtemp(prefix="rs", dir="/tmp")
-    submit = tmp_path / "submit"
-    submit.mkdir()
-    yield SlurmJob(submit=submit, ray_tmp=ray_tmp, calls=tmp_path / "slurm-calls.jsonl")
-    kill_processes_mentioning(ray_tmp)
-    shutil.rmtree(ray_tmp, ignore_errors=True)
+    """A fake Slurm's job (slurmkit.fake_slurm): every process it started is ended after."""
+    with fake_slurm(tmp_path) as job:
+        yield job
 
 
 # --- the script's arguments and control flow (no Ray) ----------------------------------------

@@ -8,13 +8,10 @@ job's output) holds its value."""
 from __future__ import annotations
 
 import secrets
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
-from processkit import kill_processes_mentioning
-from slurmkit import SlurmJob, wait_exit
+from slurmkit import fake_slurm, wait_exit
 from studykit import child_runs, write_spec
 
 JOB = 5701
@@ -22,14 +19,9 @@ JOB = 5701
 
 @pytest.fixture
 def slurm(tmp_path):
-    """As tests/study/test_slurm_job.py's: a submit folder, a short Ray temp dir, the stand-ins'
-    call log; every process naming the temp dir is ended by PID afterwards."""
-    ray_tmp = tempfile.mkdtemp(prefix="rz", dir="/tmp")
-    submit = tmp_path / "submit"
-    submit.mkdir()
-    yield SlurmJob(submit=submit, ray_tmp=ray_tmp, calls=tmp_path / "slurm-calls.jsonl")
-    kill_processes_mentioning(ray_tmp)
-    shutil.rmtree(ray_tmp, ignore_errors=True)
+    """A fake Slurm's job (slurmkit.fake_slurm): every process it started is ended after."""
+    with fake_slurm(tmp_path) as job:
+        yield job
 
 
 @pytest.mark.long
