@@ -2,21 +2,22 @@
 
 MKL, torch's BLAS on x86-64 (the linear layers, the projection head, the probes' and k-NN's
 matrix products), picks its kernels by CPU: AVX-512 ones on an Intel Xeon, AVX2 ones on an AMD
-EPYC. Their sums round differently, so the same seeds train slightly different encoders on the
-two: the README's walk-through printed "doubling temperature 0.91 points" on a Xeon where an EPYC
-printed 1.2 (issue 58). MKL's conditional numerical reproducibility, ``MKL_CBWR=AVX2``, runs the
-AVX2 kernels on every CPU that has AVX2 (every x86-64 server since 2013), which is what MKL runs
-on an AMD CPU anyway: there it changes no bit and no time (the walk-through's trial, CPU seconds,
-median of 3: see docs/running.md); on an Intel CPU it gives up MKL's AVX-512 kernels. MKL reads it
-once, at its first call, so it is set when this package is imported (every trial process imports
-it before any arithmetic: a local Ray's workers, a cluster's, the driver's baselines). A user's
-own ``MKL_CBWR`` wins.
+EPYC. Their sums round differently, which is one way the same seeds train slightly different
+encoders on the two (the README's walk-through printed "doubling temperature 0.91 points" on a
+Xeon where an EPYC printed 1.2: issue 58). MKL's conditional numerical reproducibility,
+``MKL_CBWR=AVX2``, runs the AVX2 kernels on every CPU that has AVX2 (every x86-64 server since
+2013), which is what MKL runs on an AMD CPU anyway: there it changes no bit (docs/running.md,
+"The same arithmetic on another CPU"); on an Intel CPU it gives up MKL's AVX-512 kernels. MKL
+reads it once, at its first call, so it is set when this package is imported (every trial
+process imports it before any arithmetic: a local Ray's workers, a cluster's, the driver's
+baselines). A user's own ``MKL_CBWR`` wins.
 
 Not pinned: oneDNN's convolutions (``ONEDNN_MAX_CPU_ISA``) and ATen's own vector kernels
-(``ATEN_CPU_CAPABILITY``). Pinning oneDNN to AVX2 changes this machine's numbers too and costs
-CPU time (docs/running.md), and its kernels' blocking follows each CPU's cache sizes, so no
-setting promises the same sums on every CPU; what they may still move is what the quoted-output
-test forgives (``numbers_agree`` in scripts/requote.py, the README's "5. Reading the result").
+(``ATEN_CPU_CAPABILITY``). Pinning oneDNN to AVX2 changes this machine's numbers too, at a cost
+not told from noise here (docs/running.md), and its kernels' blocking follows each CPU's cache
+sizes, so no setting promises the same sums on every CPU; what they may still move is what the
+quoted-output test forgives (``numbers_agree`` in scripts/requote.py, the README's "5. Reading
+the result").
 """
 
 from __future__ import annotations
