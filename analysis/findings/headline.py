@@ -44,7 +44,9 @@ class Headline:
     random-init encoder …; None when none was measured, :mod:`analysis.findings.baselines`);
     ``on_target``: when no effect on the target was detected, that sentence, said before the
     other findings (the target is what the study was run for); ``next_step``: what the evidence
-    suggests for the next study (None when there is nothing to say). Findings come in the order
+    suggests for the next study (None when there is nothing to say); ``unfitted``: each response
+    no model could fit because too few trials have a finite value of it, with the count (said on
+    the terminal's "Not detectable" line, after it). Findings come in the order
     target, other probes, geometry (:func:`response_rank`). Accuracies are read in percent and
     their differences in points (:mod:`analysis.stats.units`)."""
 
