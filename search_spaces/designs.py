@@ -21,6 +21,7 @@ import itertools
 import math
 import re
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -293,11 +294,37 @@ def _kept_matched(name: str, value: float, factor: Factor, fixed: dict, snapped:
     return value
 
 
+def every_factor(names: list[str], check: Callable[[str], Any]) -> dict[str, Any]:
+    """``check(name)`` of every factor in ``names``, by name; when any refuses, one refusal that
+    names every offending factor (a user fixes them all in one edit, not one per run).
+
+    Raises:
+        StudyError: the refusals of every factor that failed its check, in factor order.
+    """
+    results, problems = {}, []
+    for name in names:
+        try:
+            results[name] = check(name)
+        except StudyError as err:
+            problems.append(str(err))
+    refuse_all(problems)
+    return results
+
+
+def refuse_all(problems: list[str]) -> None:
+    """One refusal naming every problem found (each said once), or nothing when none was."""
+    if problems:
+        raise StudyError("; ".join(dict.fromkeys(problems)))
+
+
 def _points_full_factorial(spec: StudySpec) -> tuple[list[Point], dict]:
     names = list(spec.factors)
-    for name in names:
+
+    def has_levels(name: str) -> None:
         if spec.factors[name].levels is None:
             raise StudyError(f"factors.{name}: full_factorial needs levels, got a range")
+
+    every_factor(names, has_levels)
     # every combination of level indices, the first factor varying slowest: pyDOE's fullfact
     # rows sorted (tests/search_spaces checks it), without importing pyDOE (and scipy.stats,
     # a second) for what `study plan` of the commonest design needs
@@ -437,7 +464,7 @@ def _points_fractional(spec: StudySpec) -> tuple[list[Point], dict]:
             f"design.kind: fractional_factorial needs at least 3 two-level factors, got "
             f"{len(names)} ({', '.join(names)}); use full_factorial"
         )
-    lows_highs = {n: _two_levels(n, spec.factors[n]) for n in names}
+    lows_highs = every_factor(names, lambda n: _two_levels(n, spec.factors[n]))
     if design.generators:
         check_generators(design.generators, names)
         try:
@@ -551,10 +578,12 @@ def _check_levels_kept(spec: StudySpec, numeric: list[str]) -> None:
     """A response-surface design spans a numeric factor's two ends and places its own centre
     (the middle on the factor's scale): a level the user wrote between them would be replaced
     without a word, so it is refused, unless it is that centre."""
-    for name in numeric:
-        factor = spec.factors[name]
-        if factor.levels is None or len(factor.levels) <= 2:
-            continue
+    every_factor(numeric, lambda name: _level_kept(spec, name))
+
+
+def _level_kept(spec: StudySpec, name: str) -> None:
+    factor = spec.factors[name]
+    if factor.levels is not None and len(factor.levels) > 2:
         lo, hi = factor.bounds
         centre = _on_scale(factor, 0.5)
         dropped = [v for v in factor.levels
@@ -663,22 +692,33 @@ def _points_listed(spec: StudySpec) -> tuple[list[Point], dict]:
     if not listed:
         raise StudyError("design.points: a points design needs its points (a list of factor "
                          "values)")  # fmt: skip
-    fixed, points = fixed_fields(spec), []
-    for i, given in enumerate(listed):
+    points, problems = [], []
+    for i, given in enumerate(listed):  # every point's every offence, in one refusal
         where = f"design.points.{i}"  # as the schema's own messages name a list's item
         if set(given) != set(spec.factors):
             missing = sorted(set(spec.factors) - set(given))
             extra = sorted(set(given) - set(spec.factors))
             wrong = [f"no value of {', '.join(missing)}"] if missing else []
             wrong += [f"{', '.join(extra)} is not a factor"] if extra else []
-            raise StudyError(f"{where}: every point gives a value of each factor "
-                             f"({', '.join(spec.factors)}): {'; '.join(wrong)}")  # fmt: skip
-        values, snapped = {}, {}
-        for name, factor in spec.factors.items():
-            values[name] = _listed_value(f"{where}.{name}", name, factor, given[name], fixed,
-                                         snapped)  # fmt: skip
+            problems.append(f"{where}: every point gives a value of each factor "
+                            f"({', '.join(spec.factors)}): {'; '.join(wrong)}")  # fmt: skip
+        snapped: dict[str, float] = {}
+        try:
+            values = every_factor([n for n in spec.factors if n in given],
+                                  _listed_values(spec, where, given, snapped))  # fmt: skip
+        except StudyError as err:
+            problems.append(str(err))
+            continue
         points.append(Point(values, snapped))
+    refuse_all(problems)
     return points, {}
+
+
+def _listed_values(spec: StudySpec, where: str, given: dict, snapped: dict) -> Callable:
+    """The check of one listed point's value of a factor, by the factor's name."""
+    fixed = fixed_fields(spec)
+    return lambda name: _listed_value(f"{where}.{name}", name, spec.factors[name], given[name],
+                                      fixed, snapped)  # fmt: skip
 
 
 def _listed_value(where: str, name: str, factor, value: Any, fixed: dict, snapped: dict) -> Any:
@@ -727,15 +767,17 @@ def check_augmentable(spec: StudySpec) -> list[str]:
             f"factors: a central composite needs at least one numeric factor to put axial and "
             f"centre points on, but every factor is categorical ({why})"
         )
-    for name in numeric:
-        factor = spec.factors[name]
-        if factor.levels is not None and len(factor.levels) != 2:
-            raise StudyError(
-                f"factors.{name}: levels {factor.levels}: augmenting to a central composite "
-                f"needs exactly 2 levels per numeric factor (its -1 and +1), got "
-                f"{len(factor.levels)}"
-            )
+    every_factor(numeric, lambda name: _two_levels_to_augment(name, spec.factors[name]))
     return numeric
+
+
+def _two_levels_to_augment(name: str, factor: Factor) -> None:
+    if factor.levels is not None and len(factor.levels) != 2:
+        raise StudyError(
+            f"factors.{name}: levels {factor.levels}: augmenting to a central composite "
+            f"needs exactly 2 levels per numeric factor (its -1 and +1), got "
+            f"{len(factor.levels)}"
+        )
 
 
 def factorial_spec(spec: StudySpec) -> StudySpec:
@@ -896,12 +938,13 @@ def trial_config(spec: StudySpec, factors: dict[str, Any], seed: int) -> TrialCo
     try:
         return TrialConfig(**fixed_fields(spec) | factors | {"seed": seed})
     except ValidationError as err:
-        first = err.errors()[0]
-        name = str(first["loc"][0]) if first["loc"] else ""
-        msg = first["msg"].removeprefix("Value error, ")
-        msg = re.sub(r"\bworkers=", "resources.workers=", msg)  # the study sets it there
-        parts = [_placed(part, name, spec, factors) for part in msg.split("\n")]
-        raise StudyError("\n".join(parts)) from None
+        parts = []
+        for error in err.errors():  # every field that refused, not only the first
+            name = str(error["loc"][0]) if error["loc"] else ""
+            msg = error["msg"].removeprefix("Value error, ")
+            msg = re.sub(r"\bworkers=", "resources.workers=", msg)  # the study sets it there
+            parts += [_placed(part, name, spec, factors) for part in msg.split("\n")]
+        raise StudyError("\n".join(dict.fromkeys(parts))) from None
 
 
 def _placed(msg: str, name: str, spec: StudySpec, factors: dict[str, Any]) -> str:

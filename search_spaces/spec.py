@@ -141,6 +141,13 @@ class Factor(_Strict):
                 f"range {list(self.range)} needs a numeric field, but {name} takes {what}; "
                 "give levels instead"
             )
+        if self.range is not None and kind is int and math.ceil(min(self.range)) > math.floor(
+                max(self.range)):  # fmt: skip
+            raise ValueError(
+                f"range {list(self.range)} holds no whole number, but {name} takes {what}: "
+                "every design would round its values outside the range; widen it to include "
+                "one, or give levels"
+            )
         if "scale" in self.model_fields_set and not numeric:
             raise ValueError(
                 f"scale {self.scale!r} applies to numeric factors only, but {name} takes {what} "

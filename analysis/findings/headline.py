@@ -44,7 +44,9 @@ class Headline:
     random-init encoder …; None when none was measured, :mod:`analysis.findings.baselines`);
     ``on_target``: when no effect on the target was detected, that sentence, said before the
     other findings (the target is what the study was run for); ``next_step``: what the evidence
-    suggests for the next study (None when there is nothing to say). Findings come in the order
+    suggests for the next study (None when there is nothing to say); ``unfitted``: each response
+    no model could fit because too few trials have a finite value of it, with the count (said on
+    the terminal's "Not detectable" line, after it). Findings come in the order
     target, other probes, geometry (:func:`response_rank`). Accuracies are read in percent and
     their differences in points (:mod:`analysis.stats.units`)."""
 
@@ -59,11 +61,14 @@ class Headline:
     against: str | None = None
     on_target: str | None = None
     confirmation: str | None = None
+    # responses no model could fit for want of finite values, each with its count
+    unfitted: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"sentence": self.sentence, "target": self.target, "on_target": self.on_target,
                 "confirmation": self.confirmation,
                 "found": list(self.found), "not_detected": list(self.not_detected),
+                "unfitted": list(self.unfitted),
                 "best": self.best, "against_baselines": self.against,
                 "next_step": self.next_step, "lines": self.lines()}  # fmt: skip
 
@@ -73,7 +78,7 @@ class Headline:
         line for what was not detected, the best point against the baselines, the next step."""
         best = " ".join(x for x in (self.best, self.against) if x) or None
         tail = [x for x in (best, self.next_step and f"Next: {self.next_step}") if x]
-        missed = _missed_line(self.missed)
+        missed = _missed_line(self.missed, self.unfitted)
         head = [self.sentence, *(x for x in (self.confirmation, self.on_target) if x)]
         room = max(limit - len(head) - len(tail) - (1 if missed else 0), 1)
         found = [f"Found: {s}" for s in self.found]
@@ -107,6 +112,8 @@ class Headline:
         if self.not_detected:
             parts.append(f'<p>Not detectable:</p><ul class="missed">{items(self.not_detected)}'
                          "</ul>")  # fmt: skip
+        if self.unfitted:
+            parts.append(f'<p>Not fitted:</p><ul class="unfitted">{items(self.unfitted)}</ul>')
         if self.best:
             parts.append(f'<h2 id="best">Best point</h2><p>{html.escape(self.best)}</p>')
         if self.against:
@@ -148,6 +155,8 @@ def headline(
     on_target = None
     ranked = sorted(fits.values(), key=lambda f: response_rank(f.response, target["metric"]))
     replicated = replicates_per_point(df) > 1
+    unfitted = [f"{fit.response}: {fit.short_of_values}, too few to fit"
+                for fit in ranked if fit.short_of_values]  # fmt: skip
     for fit in ranked:
         words = fit.findings
         if words is None:
@@ -180,6 +189,7 @@ def headline(
         against=None if best is None else standing_line(standings),
         on_target=on_target,
         confirmation=None if confirmation is None else confirmation.sentence(),
+        unfitted=tuple(unfitted),
     )
 
 
@@ -273,11 +283,16 @@ def _effect_missed(e) -> str:
     return f"{e.change[0].upper() + e.change[1:]}: no detectable effect on {e.response}{size}."
 
 
-def _missed_line(labels: tuple[str, ...]) -> str | None:
-    """One terminal line for everything that was not detected."""
-    if not labels:
-        return None
-    return f"Not detectable: {'; '.join(labels)} (the detectable sizes are in report.html)."
+def _missed_line(labels: tuple[str, ...], unfitted: tuple[str, ...] = ()) -> str | None:
+    """One terminal line for everything that was not detected, and the responses that could
+    not be fitted at all for want of finite values (each with its count)."""
+    parts = []
+    if labels:
+        parts.append(f"Not detectable: {'; '.join(labels)} (the detectable sizes are in "
+                     "report.html).")  # fmt: skip
+    if unfitted:
+        parts.append(f"Not fitted: {'; '.join(unfitted)}.")
+    return " ".join(parts) or None
 
 
 def _amount(response: str, value: float) -> str:

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from analysis.reading.outcomes import heldout_items
@@ -111,6 +112,9 @@ class ResponseFit:
     blocks: str | None = None
     block_why: str = ""
     r2_without_blocks: float | None = None
+    # no model because too few trials have a finite value: "2 of 4 finished trials have no
+    # finite value" (the count the report's notes and the headline name); "" otherwise
+    short_of_values: str = ""
 
     def __post_init__(self):
         if not self.status:
@@ -240,12 +244,36 @@ def fit_best_supported(
             replicated = replicates_per_point(df) > 1
             return replace(fit, findings=findings(fit, items, replicated, alias_map(df)))
         except NoVariationError as err:  # no simpler model helps: say why once and stop
-            return ResponseFit(response, None, None, str(err), "no variation", blocks=blocks,
-                               block_why=why)  # fmt: skip
+            return _unfitted(df, response, str(err), "no variation", blocks, why)
         except UnsupportedDesignError as err:
             reasons.append(f"{name}: {err}")
-    return ResponseFit(response, None, None, "; ".join(reasons), "unsupported", blocks=blocks,
-                       block_why=why)  # fmt: skip
+    return _unfitted(df, response, "; ".join(reasons), "unsupported", blocks, why)
+
+
+def _unfitted(df: pd.DataFrame, response: str, reason: str, status, blocks, why) -> ResponseFit:
+    """A response no model fits; when trials lack a finite value of it (missing, NaN, an
+    infinity), the reason says first how many, of how many finished: that, not the design,
+    is what a reader can mend."""
+    short = short_of_values(df, response)
+    if short:
+        reason = f"{response} has {short}, too few to fit: {reason}"
+    return ResponseFit(response, None, None, reason, status, blocks=blocks, block_why=why,
+                       short_of_values=short)  # fmt: skip
+
+
+def short_of_values(df: pd.DataFrame, response: str) -> str:
+    """"no finite value in k of n finished trials (…)" when some finished trials have a finite
+    ``response`` and k others have none; "" otherwise (a response no trial measured is not short
+    of values: it was not measured, and its reason says so)."""
+    done = df[df["status"] == "finished"] if "status" in df else df
+    if response not in done:
+        return ""
+    values = pd.to_numeric(done[response], errors="coerce").astype(float)
+    lacking = int((~np.isfinite(values)).sum())
+    if not 0 < lacking < len(done):
+        return ""
+    return (f"no finite value in {lacking} of {len(done)} finished trials (missing, NaN or "
+            "infinite)")  # fmt: skip
 
 
 def block_term(df: pd.DataFrame) -> str | None:

@@ -78,3 +78,64 @@ def test_a_budget_a_batch_size_leaves_partial_is_said_once(tmp_path, levels, unm
     assert f"budget_examples=7680 is unmatchable with {unmatched}, and every" in message
     assert message.count("7680") == 1 and message.count("unmatchable") == 1
     assert message.count("full batches") == 1 and "at point" not in message
+
+
+HEAD = "study: s\ntrial: {dataset: digits, budget_examples: 7680}\nfactors:\n"
+OFF_CENTRE = ("  temperature: {levels: [0.1, 0.15, 0.5]}\n"
+              "  base_lr: {levels: [0.001, 0.002, 0.01]}\n"
+              "  weight_decay: {levels: [0.0001, 0.0002, 0.01]}\n")  # fmt: skip
+THREE_LEVELS = ("  temperature: {levels: [0.1, 0.2, 0.5]}\n"
+                "  base_lr: {levels: [0.001, 0.002, 0.01]}\n"
+                "  weight_decay: {levels: [0.0001, 0.001, 0.01]}\n")  # fmt: skip
+RANGES = ("  temperature: {range: [0.1, 0.5]}\n  base_lr: {range: [0.001, 0.01]}\n"
+          "  weight_decay: {range: [0.0001, 0.01]}\n")  # fmt: skip
+NO_WHOLE_NUMBER = ("  temperature: {range: [0.1, 0.5]}\n  projection_hidden: {range: [1.2, 1.8]}\n"
+                   "  projection_dim: {range: [2.2, 2.7]}\n"
+                   "  feature_dim: {range: [3.1, 3.4]}\n")  # fmt: skip
+WHOLE = ["projection_hidden", "projection_dim", "feature_dim"]
+
+
+@pytest.mark.parametrize(("factors", "design", "offending"), [
+    (OFF_CENTRE, "{kind: box_behnken}", ["temperature", "base_lr", "weight_decay"]),
+    (OFF_CENTRE, "{kind: central_composite}", ["temperature", "base_lr", "weight_decay"]),
+    (THREE_LEVELS, "{kind: fractional_factorial}", ["temperature", "base_lr", "weight_decay"]),
+    (RANGES, "{kind: full_factorial}", ["temperature", "base_lr", "weight_decay"]),
+    (NO_WHOLE_NUMBER, "{kind: latin_hypercube, samples: 4}", WHOLE),
+    (NO_WHOLE_NUMBER, "{kind: optuna, samples: 4, metric: probe/knn_top1_h}", WHOLE),
+    (NO_WHOLE_NUMBER, "{kind: box_behnken}", WHOLE),
+])  # fmt: skip
+def test_every_design_kind_names_every_offending_factor_in_one_refusal(
+    tmp_path, factors, design, offending
+):
+    """A study file with several offending factors is refused once, naming each of them (a
+    user fixes them in one edit, not one run per factor)."""
+    message = refused(tmp_path, f"{HEAD}{factors}design: {design}\n", build=True)
+    for name in offending:
+        assert f"factors.{name}:" in message, (name, message)
+    assert message.count(f"factors.{offending[0]}:") == 1
+
+
+def test_a_points_design_names_every_offending_point_and_factor(tmp_path):
+    message = refused(tmp_path, HEAD + "  temperature: {range: [0.1, 0.5]}\n"
+                      "  augmentation: {levels: [crop, crop+noise]}\n"
+                      "design:\n  kind: points\n  points:\n"
+                      "    - {temperature: 0.9, augmentation: blur}\n"
+                      "    - {temperature: 0.2, augmentation: crop}\n"
+                      "    - {temperature: x}\n", build=True)  # fmt: skip
+    for said in ("design.points.0.temperature: 0.9 lies outside",
+                 "design.points.0.augmentation: 'blur' is not one of the levels",
+                 "design.points.2: every point gives a value of each factor",
+                 "design.points.2.temperature: 'x' is not a number"):  # fmt: skip
+        assert said in message, (said, message)
+    assert "design.points.1" not in message
+
+
+def test_augmenting_names_every_factor_without_two_levels(tmp_path):
+    from search_spaces.designs import check_augmentable
+
+    path = tmp_path / "s.yaml"
+    path.write_text(HEAD + THREE_LEVELS + "design: {kind: full_factorial}\n")
+    with pytest.raises(StudyError) as err:
+        check_augmentable(load_spec(path))
+    for name in ("temperature", "base_lr", "weight_decay"):
+        assert f"factors.{name}: levels" in str(err.value)

@@ -18,6 +18,7 @@ from ray.tune.execution import class_cache
 from search_spaces.spec import StudyError
 from study import runner
 from study.runner import LOCAL_RAY_TRAIN_SETTINGS, _env_vars_to_copy, _propagated_env_vars
+from trainables.arithmetic import has_avx2
 
 REPO = Path(__file__).resolve().parents[2]
 PREEMPTION = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"  # set by start_ray before Ray starts
@@ -69,9 +70,11 @@ def test_a_local_ray_keeps_token_auth_without_its_notice_and_its_workers_get_its
         "seen = ray.get(ray.remote(lambda names: [os.environ.get(n) for n in names])"
         ".remote(sorted(LOCAL_RAY_TRAIN_SETTINGS)))\n"
         "print(*seen)\n"
+        "print(ray.get(ray.remote(lambda: os.environ.get('MKL_CBWR', '-')).remote()))\n"
         "ray.shutdown()\n"
     )
     env = dict(os.environ, HOME=str(tmp_path))  # a new token is made in this home
+    env.pop("MKL_CBWR", None)  # set by trainables.arithmetic as the driver imports it
     env.pop("RAY_AUTH_MODE", None)
     for name in LOCAL_RAY_TRAIN_SETTINGS:
         env.pop(name, None)
@@ -79,7 +82,8 @@ def test_a_local_ray_keeps_token_auth_without_its_notice_and_its_workers_get_its
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=env, timeout=300, cwd=Path(__file__).parents[2])  # fmt: skip
     assert done.returncode == 0, done.stderr
-    auth, *seen = done.stdout.split()
+    auth, *seen, mkl = done.stdout.split()
+    assert mkl == ("AVX2" if has_avx2() else "-")  # one MKL branch in every trial process
     assert auth == "token"  # the security Ray sets up stays
     assert "Token authentication is enabled" not in done.stderr + done.stdout
     assert (tmp_path / ".ray" / "auth_token").is_file()

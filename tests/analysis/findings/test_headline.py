@@ -5,6 +5,7 @@ shaped like the default study (see tests/analysis/stats/test_response_surface_ef
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from html.parser import HTMLParser
@@ -238,3 +239,34 @@ def test_when_the_seed_alone_explains_the_response_next_never_asks_for_replicate
         top.on_target or "")  # fmt: skip
     step = analysis.next_step
     assert step.kind == "none" and "seeds decide the outcome" in step.reason
+
+
+@pytest.mark.parametrize("lacking", [2, 3])
+def test_a_response_too_short_of_finite_values_to_fit_is_named_with_its_count(tmp_path, lacking):
+    """A response whose NaNs leave too few values for any model (2 of the 4 trials of a
+    two-factor study leave no residual degree of freedom; 3 leave one value) is not dropped in
+    silence: the headline's terminal lines, report.html's notes and report.json name it and the
+    count."""
+    from resultskit import frame
+
+    metric = "probe/knn_top1_z"
+    column = [math.nan] * lacking + [0.80, 0.82, 0.78, 0.76][lacking:]
+    analysis = analyse(frame(**{metric: column}))
+    said = f"{metric}: no finite value in {lacking} of 4 finished trials (missing, NaN or infinite)"
+    assert analysis.fits[metric].surface is None
+    assert any(f"Not fitted: {said}, too few to fit." in line for line in
+               analysis.headline.lines())  # fmt: skip
+    write_report(analysis, tmp_path, figures=False)
+    page = (tmp_path / "report.html").read_text()
+    assert f"{metric} has no finite value in {lacking} of 4 finished trials" in page
+    assert "Not fitted:" in page
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert said + ", too few to fit" in report["headline"]["unfitted"][0]
+
+
+def test_a_response_no_trial_measured_is_not_said_to_be_short_of_values():
+    from resultskit import frame
+
+    analysis = analyse(frame(**{"probe/knn_top1_z": [math.nan] * 4}))
+    assert not analysis.headline.unfitted
+    assert not any("Not fitted" in line for line in analysis.headline.lines())
