@@ -67,7 +67,7 @@ from study.record import (
     default_tracking_uri,
 )
 from study.storage import Storage, check_writable, open_storage
-from study.store_locks import StoreHeldError, store_held
+from study.store_locks import StoreHeldError, impatient, store_held
 from study.terminal import say
 from trainables.remote import redacted
 from trainables.sources import check_data
@@ -1039,9 +1039,7 @@ def _run_trials(
     except BaseException as err:
         ended = end_runs(record, parent_id, "FAILED")
         steps = _next_steps(spec, tracking_uri, rerun, ended)
-        if isinstance(err, StudyFailedError):
-            raise StudyFailedError(f"{err}\n{steps}") from err
-        if isinstance(err, StoreHeldError):
+        if isinstance(err, StudyFailedError | StoreHeldError):
             raise StudyFailedError(f"{err}\n{steps}") from err
         if isinstance(err, Exception):
             raise StudyFailedError(f"{type(err).__name__}: {err}\n{steps}") from err
@@ -1089,10 +1087,12 @@ def _cluster_lost_words(spec: StudySpec, address: str, rerun: str) -> str:
 
 def end_runs(record: StudyRecord, parent_id: str, status: str, tries: int = 3) -> bool:
     """End every unfinished run of the study ``status``, with SIGINT ignored (a second Ctrl-C
-    must not leave one RUNNING); False when another process holds the store past every wait
-    (:class:`study.store_locks.StoreHeldError`): the next ``study run`` ends them. An interrupt
+    must not leave one RUNNING); False when the store stays locked (another process holds it,
+    :class:`study.store_locks.StoreHeldError`): the next ``study run`` ends them. An interrupt
     can land inside one of this process's own SQLite writes: the garbage of the interrupted
-    frames is collected first, and a store still locked is disposed of and tried again."""
+    frames is collected first, and a store still locked is disposed of and tried again, each
+    try without the driver's long wait for a lock (:func:`study.store_locks.impatient`): a
+    driver being stopped does not wait minutes for a lock that may be its own."""
     import gc
 
     from mlflow.exceptions import MlflowException
@@ -1101,12 +1101,13 @@ def end_runs(record: StudyRecord, parent_id: str, status: str, tries: int = 3) -
         for attempt in range(tries):
             gc.collect()  # an interrupted session's connection goes back to the pool, rolled back
             try:
-                record.end_unfinished(parent_id, status)
+                with impatient(record.client):
+                    record.end_unfinished(parent_id, status)
                 return True
-            except StoreHeldError:
-                return False
-            except MlflowException:
+            except (MlflowException, StoreHeldError) as err:
                 if attempt == tries - 1:
+                    if isinstance(err, StoreHeldError):
+                        return False
                     raise
                 engine = store_engine(record.client)
                 if engine is not None:

@@ -22,6 +22,7 @@ locked". So:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -185,10 +186,10 @@ def outlasting_locks(call: Callable[[], Any], shown: str, wait_s: float | None =
 class PatientClient:
     """An ``MlflowClient`` of an embedded store whose every public call outlasts another
     process's lock (:func:`outlasting_locks`). Once a call gave up, the store is held: later
-    calls (ending the runs) try once, without waiting again."""
+    calls (ending the runs) try once, without waiting again (as inside :func:`impatient`)."""
 
     def __init__(self, client: Any, shown: str) -> None:
-        self.__dict__.update(_client=client, _shown=shown, _held=None)
+        self.__dict__.update(_client=client, _shown=shown, _held=None, _impatient=0)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._client, name)
@@ -198,13 +199,28 @@ class PatientClient:
         @functools.wraps(attr)
         def patient(*args, **kwargs):
             try:
+                once = self._held or self._impatient
                 return outlasting_locks(lambda: attr(*args, **kwargs), self._shown,
-                                        0.0 if self._held else None)  # fmt: skip
+                                        0.0 if once else None)  # fmt: skip
             except StoreHeldError as err:
                 self.__dict__["_held"] = self._held or err
                 raise
 
         return patient
+
+
+@contextlib.contextmanager
+def impatient(client: Any):
+    """Calls of ``client`` that try once (SQLite's own wait, MLflow's 20 s), as a driver that
+    is being stopped makes them: it ends its runs now, or leaves them to the next run."""
+    if not isinstance(client, PatientClient):
+        yield
+        return
+    client.__dict__["_impatient"] += 1
+    try:
+        yield
+    finally:
+        client.__dict__["_impatient"] -= 1
 
 
 def store_held(client: Any) -> StoreHeldError | None:

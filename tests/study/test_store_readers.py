@@ -17,6 +17,14 @@ from pathlib import Path
 
 import pytest
 from mlflow.entities import Metric, RunTag
+from processkit import kill_processes_mentioning
+from studykit import (
+    STUDY,
+    child_runs,
+    duplicated_metric_rows,
+    start_driver,
+    write_spec,
+)
 
 from study.record import StudyRecord
 from study.store_locks import (
@@ -25,14 +33,6 @@ from study.store_locks import (
     on_network_filesystem,
     outlasting_locks,
     settle_journal_mode,
-)
-from tests.kits.processkit import kill_processes_mentioning
-from tests.kits.studykit import (
-    STUDY,
-    child_runs,
-    duplicated_metric_rows,
-    start_driver,
-    write_spec,
 )
 
 MOUNTS = textwrap.dedent(r"""
