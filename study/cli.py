@@ -506,6 +506,7 @@ def run(
         run_study,
         stopped_by,
     )
+    from study.store_locks import StoreHeldError
 
     catch_stop_signals()  # SIGTERM and SIGHUP stop a study as Ctrl-C does
     try:
@@ -521,7 +522,7 @@ def run(
         raise typer.Exit(128 + stopped_by()) from None
     except StudyError as err:
         _fail(err)
-    except StudyFailedError as err:
+    except (StudyFailedError, StoreHeldError) as err:  # held: outside the trials
         echo(f"error: {err}", err=True)
         raise typer.Exit(1) from None
     if not outcome.ok:

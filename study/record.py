@@ -70,6 +70,7 @@ from study.commands import mlflow_command
 from study.internals.mlflow import sqlalchemy_store
 from study.lease import pid_alive
 from study.paths import store_file
+from study.store_locks import PatientClient, settle_journal_mode
 from study.store_template import copy_template, keep_as_template
 from study.terminal import say
 from trainables.config import TrialConfig
@@ -224,6 +225,7 @@ def _create_store(uri: str) -> None:
     partial = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.partial")
     try:
         _build_store(partial)
+        settle_journal_mode(partial, uri)  # born in WAL mode: no reader ever finds it otherwise
         try:
             os.link(partial, path)  # atomic, and never replaces a store another process made
         except OSError:  # another creator's store, an empty file, or no hard links here
@@ -242,6 +244,14 @@ def _build_store(partial: Path) -> None:
     store = sqlalchemy_store(f"sqlite:///{partial}")
     store.engine.dispose()  # nothing keeps the private name open once it is linked
     keep_as_template(partial)
+
+
+def writing_client(uri: str):
+    """MLflow's client of ``uri`` for the driver's calls: on an embedded store, each one waits
+    out another process's lock (:class:`study.store_locks.PatientClient`)."""
+    _bind_mlflow()
+    client = MlflowClient(uri)
+    return PatientClient(client, uri) if uri.startswith("sqlite:///") else client
 
 
 def _remove_dead_partials(path: Path) -> None:
@@ -598,8 +608,7 @@ class StudyRecord:
 
     def __init__(self, tracking_uri: str, study: str, artifact_root: str | Path | None = None):
         create_store(tracking_uri)
-        _bind_mlflow()
-        client = MlflowClient(tracking_uri)
+        client = writing_client(tracking_uri)
         experiment = find_experiment(client, study)
         if experiment is not None and experiment.name != study:  # renamed in MLflow's UI
             say(f"study {study!r}: its MLflow experiment (id {experiment.experiment_id}) is "
@@ -655,7 +664,7 @@ class StudyRecord:
         state["uri"] = _GIVEN_URIS.get(state["uri"], state["uri"])
         self.__dict__.update(state)
         _bind_mlflow()
-        self.client = MlflowClient(self.uri)
+        self.client = writing_client(self.uri)
         quiet_run_links(self.uri)
         self._datasets = {}
 

@@ -67,6 +67,7 @@ from study.record import (
     default_tracking_uri,
 )
 from study.storage import Storage, check_writable, open_storage
+from study.store_locks import StoreHeldError, impatient, store_held
 from study.terminal import say
 from trainables.remote import redacted
 from trainables.sources import check_data
@@ -846,6 +847,9 @@ def launch(
     except StorageLostError as err:
         raise StudyFailedError(str(err)) from err
     except Exception as err:  # Tune's own failure, not a trial's: nothing stays RUNNING
+        held = store_held(record.client)
+        if held is not None:  # Tune wraps a callback's error in its own: the cause is this
+            raise StudyFailedError(str(held)) from err
         with contextlib.suppress(StorageLostError):
             storage_lost(study)  # the usual reason Tune itself fails mid-study: say it
             raise StudyFailedError(f"Ray Tune failed: {type(err).__name__}: {err}") from err
@@ -1033,12 +1037,12 @@ def _run_trials(
     except (KeyboardInterrupt, SystemExit):
         interrupted = hold_sigint()  # ended below, once the interrupted frames are gone
     except BaseException as err:
-        end_runs(record, parent_id, "FAILED")
-        if isinstance(err, StudyFailedError):
-            raise StudyFailedError(f"{err}\n{_next_steps(spec, tracking_uri, rerun)}") from err
+        ended = end_runs(record, parent_id, "FAILED")
+        steps = _next_steps(spec, tracking_uri, rerun, ended)
+        if isinstance(err, StudyFailedError | StoreHeldError):
+            raise StudyFailedError(f"{err}\n{steps}") from err
         if isinstance(err, Exception):
-            message = f"{type(err).__name__}: {err}"
-            raise StudyFailedError(f"{message}\n{_next_steps(spec, tracking_uri, rerun)}") from err
+            raise StudyFailedError(f"{type(err).__name__}: {err}\n{steps}") from err
         raise
     if interrupted:
         end_runs(record, parent_id, "KILLED")
@@ -1081,11 +1085,14 @@ def _cluster_lost_words(spec: StudySpec, address: str, rerun: str) -> str:
     )
 
 
-def end_runs(record: StudyRecord, parent_id: str, status: str, tries: int = 3) -> None:
+def end_runs(record: StudyRecord, parent_id: str, status: str, tries: int = 3) -> bool:
     """End every unfinished run of the study ``status``, with SIGINT ignored (a second Ctrl-C
-    must not leave one RUNNING). An interrupt can land inside one of this process's own
-    SQLite writes: the garbage of the interrupted frames is collected first, and a store
-    still locked is disposed of and tried again."""
+    must not leave one RUNNING); False when the store stays locked (another process holds it,
+    :class:`study.store_locks.StoreHeldError`): the next ``study run`` ends them. An interrupt
+    can land inside one of this process's own SQLite writes: the garbage of the interrupted
+    frames is collected first, and a store still locked is disposed of and tried again, each
+    try without the driver's long wait for a lock (:func:`study.store_locks.impatient`): a
+    driver being stopped does not wait minutes for a lock that may be its own."""
     import gc
 
     from mlflow.exceptions import MlflowException
@@ -1094,10 +1101,13 @@ def end_runs(record: StudyRecord, parent_id: str, status: str, tries: int = 3) -
         for attempt in range(tries):
             gc.collect()  # an interrupted session's connection goes back to the pool, rolled back
             try:
-                record.end_unfinished(parent_id, status)
-                return
-            except MlflowException:
+                with impatient(record.client):
+                    record.end_unfinished(parent_id, status)
+                return True
+            except (MlflowException, StoreHeldError) as err:
                 if attempt == tries - 1:
+                    if isinstance(err, StoreHeldError):
+                        return False
                     raise
                 engine = store_engine(record.client)
                 if engine is not None:
@@ -1228,11 +1238,14 @@ def _rerun_command(
     return shell_command(*argv)
 
 
-def _next_steps(spec: StudySpec, tracking_uri: str, rerun: str) -> str:
+def _next_steps(spec: StudySpec, tracking_uri: str, rerun: str, ended: bool = True) -> str:
     status = shell_command(tool("study"), "status", spec.study, "--tracking-uri", tracking_uri)
+    runs = f"Every run of study {spec.study!r} was ended (none is left RUNNING)"
+    if not ended:  # the store was held past every wait
+        runs = f"The unfinished runs of study {spec.study!r} are ended when it is resumed"
     return (
-        f"Every run of study {spec.study!r} was ended (none is left RUNNING) and everything "
-        f"logged is kept in {redacted(tracking_uri)}.\nSee its trials: {status}\n"
+        f"{runs} and everything logged is kept in {redacted(tracking_uri)}.\n"
+        f"See its trials: {status}\n"
         f"Resume it (finished trials are kept, the others continue from their checkpoints): "
         f"{rerun}"
     )

@@ -75,6 +75,14 @@ def duplicated_metric_rows(db: Path) -> list[tuple]:
         ).fetchall()
 
 
+def sqlite_companion(path: Path | str) -> bool:
+    """Whether ``path`` is SQLite's write-ahead log or its index beside a store in WAL mode
+    (``mlflow.db-wal``, ``mlflow.db-shm``): there while the store is open, and left by a
+    read-only reader, which cannot remove them; the index changes as readers come and go, and
+    holds no data. What "nothing written" means leaves them out."""
+    return str(path).endswith(("-wal", "-shm"))
+
+
 def metric_steps(uri: str, run_id: str, key: str = "train/examples_seen") -> list[int]:
     return sorted(int(m.step) for m in MlflowClient(uri).get_metric_history(run_id, key))
 
