@@ -57,17 +57,30 @@ def snapshot(db: Path) -> dict:
     return {run: (*state, counts.get(run, 0)) for run, state in runs.items()}
 
 
-@pytest.fixture
-def stopped_driver(workdir, ray_tmp):
-    """Driver 1 of the tiny study, its whole process group stopped (as Ctrl-Z stops a job) once
-    its first trial has logged an evaluation; killed whole at the end, whatever happened."""
+def signal_driver(driver: subprocess.Popen, signum: int, whole: bool) -> None:
+    """``signum`` to the driver's whole process group (as Ctrl-Z stops a job, with the Ray
+    processes it started) or to the driver alone (``kill -STOP PID``)."""
+    if whole:
+        os.killpg(driver.pid, signum)
+    else:
+        os.kill(driver.pid, signum)
+
+
+@pytest.fixture(params=["group"])
+def stopped_driver(request, workdir, ray_tmp):
+    """Driver 1 of the tiny study, stopped once its first trial has logged an evaluation: its
+    whole process group (as Ctrl-Z stops a job), or the driver alone where the test's
+    ``stopped_driver`` parameter says "alone"; killed whole at the end, whatever happened.
+    Yields the store's URI, the driver and a function that wakes it (SIGCONT, to what was
+    stopped)."""
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     env = os.environ | LEASE_ENV | {"RAY_TMPDIR": ray_tmp}
     _, driver = start_driver(tiny_study(workdir), workdir, uri, STUDY, env=env)
     try:
         wait_for(lambda: first_metrics_logged(uri), 300, "a trial logged an evaluation", driver)
-        os.killpg(driver.pid, signal.SIGSTOP)
-        yield uri, driver
+        whole = request.param == "group"
+        signal_driver(driver, signal.SIGSTOP, whole)
+        yield uri, driver, lambda: signal_driver(driver, signal.SIGCONT, whole)
     finally:
         with contextlib.suppress(ProcessLookupError):  # a group stopped stays so: end it
             os.killpg(driver.pid, signal.SIGKILL)
@@ -75,10 +88,11 @@ def stopped_driver(workdir, ray_tmp):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("stopped_driver", ["group", "alone"], indirect=True)
 def test_a_suspended_driver_on_this_host_is_never_taken_over(workdir, stopped_driver):
     """Driver 2 comes past driver 1's timeout: refused (exit 2) naming driver 1's pid and how to
     let it go on; driver 1, woken, finishes alone: every trial ran once, no row doubled."""
-    uri, first = stopped_driver
+    uri, first, wake = stopped_driver
     time.sleep(PAST_TIMEOUT_S)  # driver 1 has not beaten for longer than the timeout
     second = subprocess.run(
         [STUDY, "run", str(workdir / "s.yaml"), "--no-figures", "--tracking-uri", uri,
@@ -89,7 +103,7 @@ def test_a_suspended_driver_on_this_host_is_never_taken_over(workdir, stopped_dr
     assert f"pid {first.pid}" in second.stderr
     assert f"kill -CONT {first.pid}" in second.stderr and "it is stopped" in second.stderr
     assert "took over" not in second.stderr
-    os.killpg(first.pid, signal.SIGCONT)
+    wake()
     _, err = first.communicate(timeout=400)
     assert first.returncode == 0, err[-3000:]
     runs = child_runs(uri, NAME)
@@ -106,7 +120,7 @@ def test_a_driver_waking_to_find_its_lease_taken_by_another_host_stops_at_once(
     (its lease written in both places, as that driver's takeover writes it). Driver 1, woken,
     exits non-zero naming that driver, and writes nothing more: no run ended or changed, no
     metric row added, the other driver's lease left in place."""
-    uri, first = stopped_driver
+    uri, first, wake = stopped_driver
     db = workdir / "mlflow.db"
     time.sleep(PAST_TIMEOUT_S)
     other = Holder("elsewhere", "other-host.example", 4242, time.time(), time.time())
@@ -115,7 +129,7 @@ def test_a_driver_waking_to_find_its_lease_taken_by_another_host_stops_at_once(
     for place in places:
         place.write(other)
     before = snapshot(db)
-    os.killpg(first.pid, signal.SIGCONT)
+    wake()
     _, err = first.communicate(timeout=120)
     assert first.returncode not in (0, None), err[-3000:]
     assert "host other-host.example, pid 4242" in err and "stopped at once" in err
