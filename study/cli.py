@@ -581,7 +581,7 @@ def _starting(name: str, uri: str) -> str | None:
     import socket
     import time
 
-    from study.lease import LEASE_FILE, Holder, pid_alive, timeout_s
+    from study.lease import LEASE_FILE, Holder, timeout_s
     from study.private import read_regular
     from study.starting import announced
 
@@ -593,7 +593,7 @@ def _starting(name: str, uri: str) -> str | None:
             return None
         holder = Holder("", early["host"], int(early["pid"]), early["since"], time.time())
     here = holder.host == socket.gethostname()
-    live = pid_alive(holder.pid) if here else time.time() - holder.beat < timeout_s()
+    live = holder.lives_here() if here else time.time() - holder.beat < timeout_s()
     if not live:
         return None
     return (f"study {name}: starting, its driver running ({holder.describe(time.time())}); "

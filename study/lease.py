@@ -7,22 +7,36 @@ as ``--storage``, different stores), so the lease is held in both places:
 - the study's storage: ``<storage>/<study>/driver.lock``, a small JSON object;
 - the tracking store: the study experiment's tag ``study.driver``, the same JSON.
 
-The JSON names the holder: a random token, its host, pid, when it started and its last
-heartbeat (seconds since the epoch). Neither place can compare and set, so a driver takes the
-lease as in Fischer's timed mutual exclusion (Lamport, "A Fast Mutual Exclusion Algorithm",
-1987): it first prepares every place (imports MLflow, creates the store and the study's
-experiment), so that what follows is quick; then it reads both places and, when neither holds
-another driver's live lease, writes its own to both within :attr:`DriverLease.SETTLE_S`, waits
-that long and reads both back. Of two drivers that found the places free, the one whose token is
-not there is refused. A driver whose own writes took longer than that may have overwritten a
-driver that already holds the lease: it clears what it wrote, waits for that driver's heartbeat to
-write its lease again, and tries again. While it runs, a thread renews the
-heartbeat every :func:`heartbeat_s` seconds. A second driver is refused (``StudyError``: exit 2)
-naming the holder, its host and since when; a lease whose heartbeat is older than
-:func:`timeout_s` (a driver that was killed, a host that went away) is taken over, and the
-takeover is said on the terminal and kept as the experiment tag ``study.driver_takeover``.
-A lease written on another host counts as long as it beats; one written on this host by a
-process that is gone (a driver killed and rerun at once) is taken over without waiting.
+The JSON names the holder: a random token, its host, pid, the process's start
+(``/proc/<pid>/stat``'s, so that a later process given the same pid is not taken for it), when
+it took the lease and its last heartbeat (seconds since the epoch). Neither place can compare
+and set, so a driver takes the lease as in Fischer's timed mutual exclusion (Lamport, "A Fast
+Mutual Exclusion Algorithm", 1987): it first prepares every place (imports MLflow, creates the
+store and the study's experiment), so that what follows is quick; then it reads both places
+and, when neither holds another driver's live lease, writes its own to both within
+:attr:`DriverLease.SETTLE_S`, waits that long and reads both back. Of two drivers that found
+the places free, the one whose token is not there is refused. A driver whose own writes took
+longer than that may have overwritten a driver that already holds the lease: it clears what it
+wrote, waits for that driver's heartbeat to write its lease again, and tries again. While it
+runs, a thread renews the heartbeat every :func:`heartbeat_s` seconds. A second driver is
+refused (``StudyError``: exit 2) naming the holder, its host and since when. A lease written on
+this host counts as long as its process lives, whatever its heartbeat: a driver suspended by
+Ctrl-Z (SIGSTOP) beats no more, but wakes on SIGCONT and goes on, so a second driver would run
+every trial again beside it; the refusal names the pid and says how to let it go on or stop it.
+One written on this host by a process that is gone (a driver killed and rerun at once) is taken
+over without waiting. A lease written on another host, whose process cannot be seen from here,
+counts as long as it beats: one whose heartbeat is older than :func:`timeout_s` (a driver that
+was killed or suspended, a host that went away) is taken over, and the takeover is said on the
+terminal and kept as the experiment tag ``study.driver_takeover``.
+
+A driver whose lease was taken over that way may wake again (SIGCONT, a host back from a
+network partition). Its heartbeat reads the places before it writes them, so it finds the
+other driver's lease there, and the driver's ``on_lost`` is called (``study run`` says who
+holds the study and exits at once, without ending or writing any run: they are the other
+driver's now). Its main thread asks :meth:`DriverLease.ensure_held` before each write to the
+record; when the heartbeat has not confirmed the lease for two heartbeats (the process was
+suspended), that reads the places itself, so no write lands between waking and the
+heartbeat's next read.
 """
 
 from __future__ import annotations
@@ -34,10 +48,11 @@ import secrets
 import socket
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
 from search_spaces.spec import StudyError
+from study.private import process_start, process_stopped
 from study.storage import Storage
 from study.terminal import say
 from trainables.remote import redacted
@@ -77,6 +92,7 @@ class Holder:
     pid: int
     since: float
     beat: float
+    start: int | None = None  # the process's start (process_start); None in older leases
 
     def to_text(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -89,10 +105,20 @@ class Holder:
             return None
         try:
             data = json.loads(text)
+            start = data.get("start")
             return cls(str(data["token"]), str(data["host"]), int(data["pid"]),
-                       float(data["since"]), float(data["beat"]))  # fmt: skip
-        except (ValueError, KeyError, TypeError):
+                       float(data["since"]), float(data["beat"]),
+                       None if start is None else int(start))  # fmt: skip
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
+
+    def lives_here(self) -> bool:
+        """Whether this holder's process, written on this host, is alive: its pid alive and,
+        where the lease records its start, started then (a reused pid is another process)."""
+        if not pid_alive(self.pid):
+            return False
+        start = process_start(self.pid)
+        return self.start is None or start is None or start == self.start
 
     def describe(self, now: float) -> str:
         started = datetime.fromtimestamp(self.since, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -181,6 +207,11 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+class LeaseLostError(RuntimeError):
+    """Another driver took this driver's lease over (it woke after the lease's timeout): this
+    driver must write nothing more to the study's record. Its message names the holder."""
+
+
 class DriverLease:
     """The study's lease, held for the ``with`` block (see the module docstring).
 
@@ -200,10 +231,16 @@ class DriverLease:
         is left for that later use to meet."""
         self.study, self.places, self.meanwhile = study, places, meanwhile
         self.me = Holder(secrets.token_hex(8), socket.gethostname(), os.getpid(), time.time(),
-                         time.time())  # fmt: skip
+                         time.time(), process_start(os.getpid()))  # fmt: skip
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.lost: Holder | None = None  # set when another driver took the lease from us
+        self.lost_where = ""  # the place where it was found
+        # what the driver does once its lease is lost (say so and exit); without it,
+        # ensure_held raises LeaseLostError
+        self.on_lost = None
+        self._losing = threading.Lock()  # on_lost is called once, by whichever thread finds it
+        self.confirmed = time.monotonic()  # when every place last held this driver's lease
 
     def __enter__(self) -> DriverLease:
         self._stale_holders()  # refused before preparing: a refused driver creates nothing
@@ -235,6 +272,7 @@ class DriverLease:
                 raise self._refusal(holder, place, time.time())
         for holder, place in stale:
             self._say_takeover(holder, place, time.time())
+        self.confirmed = time.monotonic()
         self._thread = threading.Thread(target=self._beat, name="study-lease", daemon=True)
         self._thread.start()
         return self
@@ -250,10 +288,20 @@ class DriverLease:
             holder = place.read()
             if holder is None or holder.token == self.me.token:
                 continue
-            if now - holder.beat < timeout_s() and not self._dead_here(holder):
+            if self._live(holder, now):
                 raise self._refusal(holder, place, now)
             stale.append((holder, place))
         return stale
+
+    def _live(self, holder: Holder, now: float) -> bool:
+        """Whether ``holder``'s lease is live. On this host its process is asked: alive, it is
+        live whatever its heartbeat (a suspended driver wakes and goes on); on another host,
+        its heartbeat within :func:`timeout_s` says so. A lease of this host that records no
+        process start (written by an older driver) counts as alive only while it beats too."""
+        beats = now - holder.beat < timeout_s()
+        if holder.host != self.me.host:
+            return beats
+        return holder.lives_here() and (holder.start is not None or beats)
 
     def _withdraw(self) -> None:
         """Clear this driver's lease where it is, after writes too slow to be sure of; then
@@ -275,7 +323,7 @@ class DriverLease:
     def _dead_here(self, holder: Holder) -> bool:
         """A holder on this host whose process is gone (a killed driver, rerun at once): its
         lease is dead now, without waiting out the heartbeat's timeout."""
-        return holder.host == self.me.host and not pid_alive(holder.pid)
+        return holder.host == self.me.host and not holder.lives_here()
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
@@ -284,25 +332,78 @@ class DriverLease:
         self._clear_mine()
 
     def _beat(self) -> None:
-        """Renew the heartbeat in every place until the block ends; a place another driver
-        now holds (it took over a lease that looked dead) is left to it, and said once."""
+        """Renew the heartbeat in every place until the block ends, or until a place is found
+        held by another driver (it took over a lease that looked dead): then nothing more is
+        written anywhere, and the lease is lost (:meth:`_lose`)."""
         while not self._stop.wait(heartbeat_s()):
-            self.me = Holder(self.me.token, self.me.host, self.me.pid, self.me.since, time.time())
-            for place in self.places:
-                try:
-                    holder = place.read()
-                    if holder is not None and holder.token != self.me.token:
-                        if self.lost is None:
-                            self.lost = holder
-                            say(f"study {self.study}: another driver took this study's lease "
-                                f"({holder.describe(time.time())}, {place.where})",
-                                err=True)  # fmt: skip
-                        continue
+            self.me = replace(self.me, beat=time.time())
+            if not self._check_places(write=True):
+                return
+
+    def _check_places(self, write: bool) -> bool:
+        """Read every place (and write this driver's heartbeat where ``write``); False once one
+        holds another driver's lease, which is then lost. A place briefly unreachable is
+        passed over: the next check tries it again."""
+        confirmed = True
+        for place in self.places:
+            try:
+                holder = place.read()
+                if holder is not None and holder.token != self.me.token:
+                    self._lose(holder, place)
+                    return False
+                if write:
                     place.write(self.me)
-                except Exception:  # a place briefly unreachable: the next beat tries again
-                    continue
+            except LeaseLostError:
+                raise
+            except Exception:
+                confirmed = False
+        if confirmed:
+            self.confirmed = time.monotonic()
+        return True
+
+    def ensure_held(self) -> None:
+        """Called before each write to the study's record: return only while this driver
+        holds the lease. When the heartbeat has not confirmed it for two heartbeats (the
+        process was suspended and has just woken, or the heartbeat thread has not yet run),
+        the places are read here first.
+
+        Raises:
+            LeaseLostError: another driver holds the study (where ``on_lost`` does not exit).
+        """
+        if self.lost is None and time.monotonic() - self.confirmed > 2 * heartbeat_s():
+            self._check_places(write=False)
+        if self.lost is not None:
+            self._lose(self.lost, None)
+
+    def _lose(self, holder: Holder, place) -> None:
+        """Another driver holds the study: remember it, and call ``on_lost`` once (the driver
+        says so and exits); outside the heartbeat's thread, raise LeaseLostError when that
+        returns or there is none."""
+        with self._losing:
+            first = self.lost is None
+            if first:
+                self.lost = holder
+                self.lost_where = place.where if place is not None else ""
+                self._stop.set()  # no heartbeat more: the places are the other driver's
+            if first and self.on_lost is not None:
+                self.on_lost(self.lost_message(time.time()))  # exits, in ``study run``
+        if threading.current_thread() is not self._thread:
+            raise LeaseLostError(self.lost_message(time.time()))
+
+    def lost_message(self, now: float) -> str:
+        """What a driver whose lease was taken over says: who holds the study now."""
+        return (
+            f"study {self.study!r}: another driver took this driver's lease over while this "
+            f"one was not beating (suspended, or cut off, for more than {timeout_s():.0f} s), "
+            f"and holds the study now: {self.lost.describe(now)}; its lease is "
+            f"{self.lost_where}. This driver stopped at once, writing nothing more to the "
+            "study's runs: they are that driver's now. Follow the study with `study status`; "
+            "run it here again once that driver has ended"
+        )
 
     def _refusal(self, holder: Holder, place, now: float) -> StudyError:
+        if holder.host == self.me.host:
+            return self._refusal_here(holder, place, now)
         return StudyError(
             f"study {self.study!r} is being run by another driver: {holder.describe(now)}; its "
             f"lease is {place.where}. Nothing was run or recorded by this driver. Wait for it "
@@ -310,10 +411,25 @@ class DriverLease:
             "taken over by the next one)"
         )
 
+    def _refusal_here(self, holder: Holder, place, now: float) -> StudyError:
+        """The refusal for a holder whose process is alive on this host: never taken over,
+        whatever its heartbeat, since a suspended driver goes on once woken."""
+        pid = holder.pid
+        state = ("it is stopped (suspended by Ctrl-Z or SIGSTOP), "
+                 if process_stopped(pid) else "")  # fmt: skip
+        return StudyError(
+            f"study {self.study!r} is being run by another driver: {holder.describe(now)}; its "
+            f"lease is {place.where}. Nothing was run or recorded by this driver. Its process "
+            f"(pid {pid}) is alive on this host, {state}so its lease is not taken over, "
+            f"whatever its heartbeat. If it is suspended, let it go on with `kill -CONT {pid}` "
+            f"(or `fg` in its shell) and wait for it to finish; or stop it: `kill {pid}` (and "
+            f"`kill -CONT {pid}` if it is suspended, so that it acts on the signal)"
+        )
+
     def _say_takeover(self, holder: Holder, place, now: float) -> None:
         silent = now - holder.beat
-        why = (f"no heartbeat for {silent:.0f} s (more than {timeout_s():.0f} s)"
-               if silent >= timeout_s() else "a process that is gone from this host")  # fmt: skip
+        why = ("a process that is gone from this host" if self._dead_here(holder)
+               else f"no heartbeat for {silent:.0f} s (more than {timeout_s():.0f} s)")  # fmt: skip
         text = (f"took over the lease of a driver with {why}: {holder.describe(now)}; it was "
                 f"{place.where}")  # fmt: skip
         say(f"study {self.study}: {text}", err=True)  # quiet or not: it matters

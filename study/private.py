@@ -155,16 +155,29 @@ def read_regular(path: str | Path, limit: int = READ_LIMIT) -> bytes | None:
         os.close(fd)
 
 
-def process_start(pid: int) -> int | None:
-    """When process ``pid`` of this host started (``/proc/<pid>/stat``'s start time, in clock
-    ticks since boot), or None when there is no such process. A pid and this start name one
-    process: a pid reused by a later process has a later start."""
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command's name (the state first), or None
+    when there is no such process."""
     data = read_regular(f"/proc/{pid}/stat", limit=4096)
     if not data:
         return None
     # the command's name, in parentheses, may hold spaces and ')': fields follow the last ')'
-    fields = data.rpartition(b")")[2].split()
+    return data.rpartition(b")")[2].split()
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` of this host started (``/proc/<pid>/stat``'s start time, in clock
+    ticks since boot), or None when there is no such process. A pid and this start name one
+    process: a pid reused by a later process has a later start."""
+    fields = _stat_fields(pid)
     try:
         return int(fields[19])  # field 22 of proc(5), the 20th after the name
-    except (IndexError, ValueError):
+    except (IndexError, TypeError, ValueError):
         return None
+
+
+def process_stopped(pid: int) -> bool:
+    """Whether process ``pid`` of this host is stopped: suspended by Ctrl-Z (SIGTSTP) or SIGSTOP
+    (state ``T``), or by a tracer (``t``)."""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] in (b"T", b"t")

@@ -3,10 +3,13 @@
 Layout (``docs/mlflow.md``): experiment = study name; the parent run holds the study file, the
 design table and the Parquet export; each trial (design point × replicate) has exactly one child
 run, found again by its ``study.trial_key`` tag through retries and resumes and continued, never
-duplicated. Metrics are logged with step = examples seen; a replayed evaluation (after resuming
-from a checkpoint) is skipped when that step is already in the run, so no (run, metric, step) row
-is ever written twice. Runs left RUNNING by a dead driver are ended KILLED when the study is next
-touched, and reopened if the trial resumes.
+duplicated. Metrics are logged with step = examples seen, and every write of a trial's metrics
+is idempotent per (run, metric, step): a metric whose step is already in the run is not written
+again (:meth:`StudyRecord.unlogged`), whoever wrote it (a replayed evaluation after resuming
+from a checkpoint, a retried write, a second driver), so no (run, metric, step) row is ever
+written twice. MLflow's own table would not refuse one: its key holds the value and the time
+too. Runs left RUNNING by a dead driver are ended KILLED when the study is next touched, and
+reopened if the trial resumes.
 
 Only the driver writes here (a Tune callback), so trials on worker nodes never need to reach
 the tracking server, and an embedded SQLite store has a single writer.
@@ -67,7 +70,7 @@ from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
 from study import CHECKS_KEY, EVIDENCE_KEY
 from study.commands import mlflow_command
-from study.internals.mlflow import sqlalchemy_store
+from study.internals.mlflow import sqlalchemy_store, store_engine
 from study.lease import pid_alive
 from study.paths import store_file
 from study.store_locks import PatientClient, settle_journal_mode
@@ -939,16 +942,47 @@ class StudyRecord:
     def log_evaluation(self, run_id: str, result: dict[str, Any], step: int) -> None:
         t0 = time.perf_counter()
         stamp = int(time.time() * 1000)
-        metrics = [
+        metrics = self.unlogged(run_id, [
             Metric(k, float(v), stamp, step)
             for k, v in result.items()
             if k.startswith(METRIC_PREFIXES)
             and isinstance(v, int | float)
             and not isinstance(v, bool)
-        ]
+        ])  # fmt: skip
         for a in range(0, len(metrics), 1000):
             self.client.log_batch(run_id, metrics=metrics[a : a + 1000])
         self.logging_s += time.perf_counter() - t0
+
+    def unlogged(self, run_id: str, metrics: list[Metric]) -> list[Metric]:
+        """``metrics`` less those whose (key, step) the run already holds, and less repeats
+        within them: what a write of them adds. The store is asked at each write (one indexed
+        query per step for an embedded store), so a row written meanwhile by anyone counts."""
+        there = self._logged_pairs(run_id, {int(m.step) for m in metrics})
+        fresh = []
+        for metric in metrics:
+            pair = (metric.key, int(metric.step))
+            if pair not in there:
+                there.add(pair)
+                fresh.append(metric)
+        return fresh
+
+    def _logged_pairs(self, run_id: str, steps: set[int]) -> set[tuple[str, int]]:
+        """The (key, step) pairs the run holds at ``steps``: from the metrics table of an
+        embedded store; through a server, from the histories of the metrics the run has."""
+        if not steps:
+            return set()
+        engine = store_engine(self.client)
+        if engine is not None:
+            from sqlalchemy import text
+
+            query = text("SELECT key, step FROM metrics WHERE run_uuid = :run AND step = :step")
+            with engine.connect() as connection:
+                return {(key, int(step)) for step_asked in sorted(steps)
+                        for key, step in connection.execute(
+                            query, {"run": run_id, "step": step_asked})}  # fmt: skip
+        history = self.client.get_metric_history
+        return {(key, int(m.step)) for key in self.client.get_run(run_id).data.metrics
+                for m in history(run_id, key) if int(m.step) in steps}  # fmt: skip
 
     def _target_of(self, run) -> str | None:
         """The study's target metric, from the trial's parent run (``target_metric``), read once
@@ -984,11 +1018,11 @@ class StudyRecord:
         tags += [RunTag(f"study.{name}", str(summary[name]))
                  for name in PLACEMENT if summary.get(name) is not None]  # fmt: skip
         stamp = int(time.time() * 1000)
-        final = [
+        final = self.unlogged(run_id, [
             Metric(f"trial/{k}", float(summary[k]), stamp, int(summary.get("examples_seen", 0)))
             for k in ("wall_s", "examples_seen", "steps", "resumed_from", "heldout_items")
             if isinstance(summary.get(k), int | float)
-        ]
+        ])  # fmt: skip
         self.client.log_batch(run_id, metrics=final, tags=tags)
         if summary.get(EVIDENCE_KEY):
             self.log_evidence(run_id, json.loads(summary[EVIDENCE_KEY]))

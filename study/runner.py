@@ -54,7 +54,7 @@ from study.internals.ray import (
     tune_propagated_env_vars,
 )
 from study.internals.torch import DYNAMO_MODULE
-from study.lease import study_lease
+from study.lease import DriverLease, study_lease
 from study.leftovers import Leftovers
 from study.mlflow_views import TRIALS_VIEW, start_described_parent, ui_url, view_link
 from study.paths import download_folder, writable_folder
@@ -139,12 +139,46 @@ def _watchdog(signum: int) -> None:
         if _cleaned.wait(STOP_GRACE_S) or not _open_study:
             return
         record, parent_id, message = _open_study[-1]
+        still_held()  # a driver whose lease was taken over ends no run: it exits here
         with contextlib.suppress(Exception):
             record.end_unfinished(parent_id, "KILLED")
             say(f"interrupted: {message(signum)}", err=True, flush=True)
         exit_now(128 + signum)
 
     threading.Thread(target=watch, name="study-stop-watchdog", daemon=True).start()
+
+
+# The lease of the study this process drives, while it is held: every write to the record asks
+# it first (:func:`still_held`), so that a driver woken after another driver took its lease
+# over writes nothing more
+_driver_lease: list[DriverLease] = []
+
+
+def still_held() -> None:
+    """Return only while this driver holds its study's lease: a driver whose lease another
+    driver took over says so and exits (:func:`_lease_lost`), before any write of its own."""
+    if _driver_lease:
+        _driver_lease[-1].ensure_held()
+
+
+def _lease_lost(message: str) -> None:
+    """Another driver holds the study now (this one was suspended or cut off past the lease's
+    timeout): say who, and exit 1 at once, from whichever thread found it. Nothing is ended or
+    written: the runs are the other driver's (the stop watchdog is told so too). Ray's
+    processes end with this one (their parent-death signal)."""
+    _cleaned.set()
+    say(message, err=True, flush=True)
+    exit_now(1)
+
+
+@contextlib.contextmanager
+def _held(lease: DriverLease):
+    """Make ``lease``, entered, the one :func:`still_held` asks for the block."""
+    _driver_lease.append(lease)
+    try:
+        yield
+    finally:
+        _driver_lease.remove(lease)
 
 
 def stopped_by() -> int:
@@ -348,6 +382,7 @@ def _recorder_class():
             self.finished: set[str] = set()
 
         def _run_id(self, trial) -> str:
+            still_held()  # every callback writes to the record next: only while the lease holds
             key = trial_key(trial)
             if key not in self.run_ids:  # adaptive proposals exist only from now on
                 self.run_ids[key] = self.new_run(trial.config["plan"])
@@ -377,6 +412,7 @@ def _recorder_class():
             storage_lost(self.study)  # retrying against storage that is gone helps nobody
 
         def on_trial_error(self, iteration, trials, trial, **info):
+            still_held()
             storage_lost(self.study)
             message = ""
             error_file = getattr(trial, "error_file", None)
@@ -788,6 +824,7 @@ def launch(
         check_resources(spec, cluster_capacity(), f"the cluster at {address}", cluster_total())
     trials = study.sub("trials")
     existing = record.trial_runs()
+    still_held()
     run_ids = {
         p.key: record.ensure_trial_run(p, parent_id, spec.sha, existing) for p in schedule.known
     }
@@ -945,12 +982,14 @@ def run_study(
 
     lease = study_lease(study, tracking_uri, spec.study, make_record,
                         functools.partial(_load_report_modules, figures))  # fmt: skip
+    lease.on_lost = _lease_lost
     ray_here = DriverRay(address, spec, max_concurrent or spec.max_concurrent)
     # a new study runs every trial: its Ray starts while the lease is taken (see entered_beside)
     with (
         made.removed_on(RayStartError),
         ray_here,
         entered_beside(lease, None if recorded else ray_here.start),
+        _held(lease),
     ):
         opened: list[tuple[StudyRecord, str]] = []  # the record and parent, once open
         interrupted = False
@@ -967,6 +1006,7 @@ def run_study(
                     rerun=rerun,
                 )  # fmt: skip
                 tail_from = time.perf_counter()
+                still_held()
                 # Ray shuts down first, here: its shutdown sets SIGTERM back to the default
                 # action at the C level (a SIGTERM after it killed the driver mid-report, the
                 # parent left RUNNING), so the stop signals are caught again at once, before the
@@ -978,6 +1018,7 @@ def run_study(
                 )
             counts = record.status_counts()
             ok = set(counts) <= {"FINISHED"} and counts.get("FINISHED", 0) == design.total
+            still_held()
             record.finish_parent(parent_id, ok=ok)
         except (KeyboardInterrupt, SystemExit):
             interrupted = hold_sigint()  # the runs are ended below, outside the interrupted frames
@@ -1097,6 +1138,7 @@ def end_runs(record: StudyRecord, parent_id: str, status: str, tries: int = 3) -
 
     from mlflow.exceptions import MlflowException
 
+    still_held()  # a driver whose lease was taken over ends nothing: the runs are not its own
     with sigint_ignored():
         for attempt in range(tries):
             gc.collect()  # an interrupted session's connection goes back to the pool, rolled back
