@@ -44,7 +44,9 @@ class Headline:
     random-init encoder …; None when none was measured, :mod:`analysis.findings.baselines`);
     ``on_target``: when no effect on the target was detected, that sentence, said before the
     other findings (the target is what the study was run for); ``next_step``: what the evidence
-    suggests for the next study (None when there is nothing to say). Findings come in the order
+    suggests for the next study (None when there is nothing to say); ``notes``: each file
+    of the record that could not be read (``unread``, e.g. a trial's per-item outcomes) and what
+    was done instead, always said, after the lines. Findings come in the order
     target, other probes, geometry (:func:`response_rank`). Accuracies are read in percent and
     their differences in points (:mod:`analysis.stats.units`)."""
 
@@ -59,13 +61,15 @@ class Headline:
     against: str | None = None
     on_target: str | None = None
     confirmation: str | None = None
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"sentence": self.sentence, "target": self.target, "on_target": self.on_target,
                 "confirmation": self.confirmation,
                 "found": list(self.found), "not_detected": list(self.not_detected),
                 "best": self.best, "against_baselines": self.against,
-                "next_step": self.next_step, "lines": self.lines()}  # fmt: skip
+                "next_step": self.next_step, "notes": list(self.notes),
+                "lines": self.lines()}  # fmt: skip
 
     def lines(self, limit: int = TERMINAL_LINES) -> list[str]:
         """At most ``limit`` lines for a terminal: the sentence, what was found on the target
@@ -84,7 +88,8 @@ class Headline:
             found = [f"{found[0]} (and {len(found) - 1} more in report.html)"]
         if not found and not missed and not self.on_target:
             found = ["Found: no effect was tested (see the notes in report.html)."]
-        return [*head, *found, *([missed] if missed else []), *tail][:limit]
+        said = [*head, *found, *([missed] if missed else []), *tail][:limit]
+        return said + [f"Note: {n}" for n in self.notes]  # never cut: what was not read
 
     def html(self) -> str:
         """The headline as an HTML section with id ``headline``."""
@@ -114,6 +119,8 @@ class Headline:
         if self.next_step:
             step = html.escape(_capital(self.next_step))
             parts.append(f'<p class="next"><b>Next study.</b> {step}</p>')
+        if self.notes:
+            parts.append(f'<p>Notes:</p><ul class="notes">{items(self.notes)}</ul>')
         return "".join(parts) + "</section>"
 
 
@@ -138,6 +145,7 @@ def headline(
     standings: tuple,
     next_step: NextStep | None,
     confirmation=None,
+    unread: tuple = (),
 ) -> Headline:
     """The :class:`Headline` of an analysed study (see the module docstring), from the parts
     :func:`analysis.study_analysis.analyse` assembles: it decides nothing of its own (the next
@@ -180,6 +188,7 @@ def headline(
         against=None if best is None else standing_line(standings),
         on_target=on_target,
         confirmation=None if confirmation is None else confirmation.sentence(),
+        notes=tuple(_capital(u.sentence()) + "." for u in unread),
     )
 
 
@@ -293,7 +302,8 @@ def best_sentence(best: BestPoint, target: dict[str, str]) -> str:
     on = f" on {best.items:,} held-out items" if best.items else ""
     if best.ci_low is None or best.ci_high is None:
         why = "one replicate" if best.n < 2 else "replicates that agree exactly"
-        sure = f"{reps}{on}; {why} and no per-item outcomes, so no interval"
+        without = f", and {best.unread}," if best.unread else " and no per-item outcomes,"
+        sure = f"{reps}{on}; {why}{without} so no interval"
     else:
         low, high = level(metric, best.ci_low), level(metric, best.ci_high)
         sure = f"{reps}{on}; 95% interval {low} to {high}, counting {best.sources}"
