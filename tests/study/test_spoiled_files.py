@@ -6,17 +6,22 @@ needed; a tiny real study, interrupted, for a trial's checkpoints)."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
 from recordkit import NAME, record_study
-from studykit import STUDY, child_runs
+from studykit import STUDY, child_runs, start_driver, wait_for, write_spec
 
 from analysis.reading.load import load_outcomes
 
 HELD_OUT = 200  # items each planted trial's outcomes cover
+# the driver's grace before its watchdog ends the runs itself (tests/study/test_interrupts.py)
+GRACE = {"CONTRASTIVE_STOP_GRACE_S": "6"}
 
 
 def spoil(path: Path, how: str) -> None:
@@ -76,3 +81,123 @@ def test_a_spoiled_outcomes_file_is_named_and_the_best_point_keeps_its_line(tmp_
     assert len(found.trials) == 7 and run_id not in found.trials
     assert report["measurement"]["items"] == HELD_OUT
 
+
+
+def complete_checkpoints(trial_dir: Path) -> list[Path]:
+    """The trial's complete checkpoints, oldest first (one set aside is none of them)."""
+    return sorted(p for p in trial_dir.glob("checkpoint_*")
+                  if re.fullmatch(r"checkpoint_\d+", p.name) and (p / "DONE").is_file())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["truncated", "garbage"])
+def test_a_spoiled_checkpoint_is_set_aside_and_the_trial_resumes_from_the_one_before(
+    workdir, ray_tmp, how
+):
+    name = "spoiled-checkpoint"
+    spec = write_spec(workdir / "s.yaml", name, factors={"temperature": {"levels": [0.1, 0.5]}},
+                      trial={"budget_examples": 128 * 24, "batch_size": 128, "eval_marks": 6},
+                      resources={"workers": 1, "cpu": 1})  # fmt: skip
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    command, first = start_driver(spec, workdir, uri, STUDY, env=os.environ | GRACE)
+    trial_dir = workdir / "studies" / name / "trials" / "p000-r0"
+    wait_for(lambda: len(complete_checkpoints(trial_dir)) >= 2, 300, "two checkpoints", first)
+    os.killpg(first.pid, signal.SIGINT)  # Ctrl-C: the trial has to resume
+    _, err = first.communicate(timeout=180)
+    assert first.returncode == 130, err[-3000:]
+    *_, before, newest = complete_checkpoints(trial_dir)
+    spoil(newest / "trial.pt", how)
+
+    again = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    aside = trial_dir / f"{newest.name}.unreadable"
+    said = f"trial p000-r0: checkpoint {newest} cannot be loaded"
+    assert said in again.stderr and f"set aside as {aside}" in again.stderr
+    step = int(before.name.removeprefix("checkpoint_"))
+    assert f"resumed from the checkpoint before it ({step} examples seen)" in again.stderr
+    assert aside.is_dir() and (aside / "trial.pt").is_file()  # kept, never read again
+    runs = {r.data.tags["study.trial_key"]: r for r in child_runs(uri, name)}
+    assert {r.info.status for r in runs.values()} == {"FINISHED"}
+    resumed = runs["p000-r0"]
+    assert resumed.data.metrics["trial/resumed_from"] == step
+    assert "set aside as" in resumed.data.tags["study.resume_note"]
+    assert "Checkpoint:" in resumed.data.tags["mlflow.note.content"]
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage"])
+def test_a_spoiled_lease_file_is_set_aside_named_and_the_lease_taken(workdir, capsys, how):
+    """A lease file no driver wrote (every driver writes it whole): never read as a lease,
+    never replaced in silence."""
+    from study.lease import LEASE_FILE, StorageLease, study_lease
+    from study.record import StudyRecord
+    from study.storage import open_storage
+
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+    study = open_storage(workdir / "studies").sub("leased")
+    lease_file = workdir / "studies" / "leased" / LEASE_FILE
+    lease_file.parent.mkdir(parents=True)
+    whole = '{"beat": 1, "host": "h", "pid": 1, "since": 1, "token": "t"}'
+    spoiled = whole[:20] if how == "truncated" else "\x00\xff garbage"
+    lease_file.write_text(spoiled)
+    with study_lease(study, uri, "leased", lambda: StudyRecord(uri, "leased")) as held:
+        assert StorageLease(study).read().token == held.me.token
+    aside = lease_file.with_name(f"{LEASE_FILE}.unreadable")
+    assert aside.read_text() == spoiled  # its bytes kept
+    err = capsys.readouterr().err
+    assert f"the lease file {lease_file} holds no lease a driver wrote" in err
+    assert f"set aside as {LEASE_FILE}.unreadable, the study's lease is taken afresh" in err
+
+
+@pytest.mark.slow
+def test_spoiled_results_and_reports_of_a_finished_study_are_named_and_written_again(workdir):
+    """``study run`` of a finished study answers from its stored report only when every file
+    that answer rests on reads; each that does not is named, and written again."""
+    from studykit import parent_runs
+
+    from analysis.reading.load import read_results
+    from analysis.reading.store import local_folder
+
+    name = "spoiled-rerun"
+    spec = write_spec(workdir / "tiny.yaml", name,
+                      factors={"temperature": {"levels": [0.1, 0.5], "scale": "log"}})  # fmt: skip
+    uri = f"sqlite:///{workdir / 'mlflow.db'}"
+
+    def rerun() -> subprocess.CompletedProcess:
+        done = study_cli("run", str(spec), "--no-figures", "--tracking-uri", uri, cwd=workdir,
+                         timeout=600)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done
+
+    rerun()
+    folder = workdir / "studies" / name
+    results, report_json = folder / "results.parquet", folder / "report" / "report.json"
+    (parent,) = parent_runs(uri, name)
+    stored = local_folder(parent.info.artifact_uri) / "report" / "report.json"
+    instead = "the results and the report are written again from the record"
+
+    spoil(results, "truncated")
+    spoil(report_json, "garbage")
+    again = rerun()
+    assert f"{results} cannot be read (not a whole Parquet file" in again.stderr
+    assert f"{report_json} cannot be read (UnicodeDecodeError" in again.stderr
+    assert again.stderr.count(instead) == 2
+    assert "the findings below are the stored report's" not in again.stdout  # not from them
+    assert len(read_results(results)) == 2 and json.loads(report_json.read_text())["headline"]
+
+    spoil(stored, "truncated")  # the report the finished-study answer is read from
+    again = rerun()
+    assert f"the stored report's {stored} cannot be read (JSONDecodeError" in again.stderr
+    assert instead in again.stderr and json.loads(stored.read_text())["headline"]
+
+    spoil(results, "deleted")
+    again = rerun()
+    assert f"{results} is missing: {instead}" in again.stderr and results.is_file()
+    quiet = rerun()  # all whole again: the stored answer, and nothing named
+    assert "the findings below are the stored report's" in quiet.stdout and not quiet.stderr
+
+    spoil(stored, "garbage")  # the cheap `study report --json`: named on stderr, made afresh
+    done = study_cli("report", name, "--json", "--no-figures", "--tracking-uri", uri, cwd=workdir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"the stored report's {stored} cannot be read" in done.stderr
+    assert "the report is made afresh from the record" in done.stderr
+    assert json.loads(done.stdout)["n_trials"] == 2
