@@ -223,7 +223,9 @@ def read_checkpoint(path: Path, location) -> dict[str, Any]:
 
 
 def _first_line(err: BaseException) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+    """The error's first sentence (torch's zip reader adds a paragraph of advice)."""
+    line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return line.split(". ", 1)[0][:300]
 
 
 def strip_compiled_prefix(state: dict[str, Tensor]) -> dict[str, Tensor]:
