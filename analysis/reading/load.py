@@ -147,9 +147,14 @@ def read_table(path: str | Path) -> pa.Table:
             raise
         # pyarrow's ArrowInvalid is a ValueError: "Could not open Parquet input source
         # '<Buffer>'" names neither the file nor what it is
-        raise ValueError(f"{path}: not a Parquet file ({_first_line(err)})") from None
+        raise ValueError(f"{path}: not a Parquet file ({_first_line(err)}){_AGAIN}") from None
     except OSError as err:  # unreadable, a bucket refused: pyarrow's own words, with the file
         raise ValueError(f"{path}: cannot be read ({_first_line(err)})") from None
+
+
+# what to do about a results file that is spoiled (truncated, garbage): the record still has it
+_AGAIN = ("; a study's results are kept in its record: `study report STUDY` reads them from "
+          "there, `study export STUDY --out FILE` writes the file again")
 
 
 def _first_line(err: Exception) -> str:

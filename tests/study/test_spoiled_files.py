@@ -201,3 +201,20 @@ def test_spoiled_results_and_reports_of_a_finished_study_are_named_and_written_a
     assert f"the stored report's {stored} cannot be read" in done.stderr
     assert "the report is made afresh from the record" in done.stderr
     assert json.loads(done.stdout)["n_trials"] == 2
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage"])
+def test_a_spoiled_results_file_given_to_report_is_refused_naming_it_and_the_way_back(
+    tmp_path, how
+):
+    uri = record_study(tmp_path)
+    results = tmp_path / "results.parquet"
+    exported = study_cli("export", NAME, "--out", str(results), "--tracking-uri", uri, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    spoil(results, how)
+    done = study_cli("report", "--results", str(results), "--out", str(tmp_path / "out"),
+                     cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{results}: not a Parquet file" in done.stderr
+    assert "`study export STUDY --out FILE` writes the file again" in done.stderr
+    assert not (tmp_path / "out").exists()
