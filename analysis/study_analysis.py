@@ -87,6 +87,7 @@ class StudyAnalysis:
             "pareto": None if self.pareto is None else self.pareto.to_json(),
             "frontier": sorted(set(self.frontier.get("point_id", pd.Series(dtype=str)))),
             "learning_curves": None if self.learning is None else self.learning.to_json(),
+            "unread_files": [u.to_json() for u in getattr(self.outcomes, "unread", ())],
         }
 
     def summary(self) -> str:
@@ -170,6 +171,6 @@ def analyse(
         next_step=step,
         headline=headline(study=fitted.study, results=results, n_trials=fitted.n_trials,
                           fits=fits, best=best, standings=standing, next_step=step,
-                          confirmation=verdict),
+                          confirmation=verdict, unread=getattr(outcomes, "unread", ())),
         learning=learning,
     )

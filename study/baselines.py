@@ -121,13 +121,19 @@ def measure_all(
         for kind in kinds:
             key = (kind, baseline_key(kind, arch.config, seeds))
             if key not in done:
-                done[key] = arch.number, measure_baselines(arch.config, (kind,), seeds)[kind]
+                measured = measure_baselines(arch.config, (kind,), seeds, tell=_said)
+                done[key] = arch.number, measured[kind]
             first, baseline = done[key]
             found.by_arch[arch.number][kind] = baseline
             of = {n: v for n, v in arch.fields.items() if n in depends_on(kind)}
             if of:
                 found.of[arch.number, kind], found.arch[arch.number, kind] = of, first
     return found
+
+
+def _said(line: str) -> None:
+    """A line of the baselines' own (a damaged cache file, measured again), on stderr."""
+    say(line, err=True, flush=True)
 
 
 def _entry(found: Measured, number: int, kind: str, per_seed: bool = True) -> dict[str, Any]:

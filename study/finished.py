@@ -12,7 +12,10 @@ takes to import torch. It answers only when that is exactly what ``study run`` w
   exactly the trials the record holds now (:func:`stored_report`).
 
 Anything else (a new or unfinished study, a changed file, a bucket, a stale or missing report)
-goes the ordinary way, which resumes, refuses or re-reports as it always has.
+goes the ordinary way, which resumes, refuses or re-reports as it always has. A file of the last
+run that is there but spoiled (a truncated or garbage ``report.json``, planning basis or
+``results.parquet``; one of them deleted while the others are there) is named on stderr with
+what is done instead: the ordinary way writes the results and the report again from the record.
 """
 
 from __future__ import annotations
@@ -24,11 +27,60 @@ RESULTS_FILE = "results.parquet"  # as study.runner names them (it imports this 
 REPORT_DIR = "report"
 
 
-def stored_report(name: str, uri: str, record=None) -> str | None:
+RUN_INSTEAD = "the results and the report are written again from the record"
+REPORT_INSTEAD = "the report is made afresh from the record"
+
+
+def json_problem(path: Path) -> str | None:
+    """Why the JSON file ``path`` cannot be used ('is missing', 'cannot be read (…)'); None
+    when it reads as JSON."""
+    try:
+        json.loads(path.read_text())
+    except FileNotFoundError:
+        return "is missing"
+    except (OSError, ValueError) as err:  # a truncated or garbage file: UnicodeDecodeError too
+        return f"cannot be read ({type(err).__name__}: {_first_line(err)})"
+    return None
+
+
+def parquet_problem(path: Path) -> str | None:
+    """Why ``path`` is no whole Parquet file, read from its first and last four bytes (the
+    format's ``PAR1`` marks; a truncated or garbage file lacks one), without importing pyarrow;
+    None when both are there."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - 4))
+            tail = handle.read(4)
+    except FileNotFoundError:
+        return "is missing"
+    except OSError as err:
+        return f"cannot be read ({type(err).__name__}: {_first_line(err)})"
+    if size < 12 or head != b"PAR1" or tail != b"PAR1":
+        return f"cannot be read (not a whole Parquet file: {size} bytes, truncated or overwritten)"
+    return None
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+
+
+def _tell(line: str) -> None:
+    from study.terminal import say
+
+    say(line, err=True, flush=True)
+
+
+def stored_report(
+    name: str, uri: str, record=None, instead: str = REPORT_INSTEAD, tell=_tell
+) -> str | None:
     """The JSON summary the study's last report left on its parent run, when that report was
     made from exactly the trials the record holds now (the planning basis beside it names them)
     and its artifacts are on this machine; None otherwise (the report is made afresh). Reads
-    only: nothing is fitted, drawn or written."""
+    only: nothing is fitted, drawn or written. A stored report or basis that is there but
+    spoiled (or one of the two gone) is named through ``tell``, with ``instead``: what the
+    caller does instead."""
     from analysis.reading.record import trial_status
     from analysis.reading.store import local_folder
     from analysis.stats.power import BASIS_FILE, BASIS_VERSION, trials_fingerprint
@@ -44,20 +96,25 @@ def stored_report(name: str, uri: str, record=None) -> str | None:
     if folder is None:
         return None
     basis, report = folder / REPORT_DIR / BASIS_FILE, folder / REPORT_DIR / "report.json"
-    if not (basis.is_file() and report.is_file()):
-        return None
+    if not (basis.exists() or report.exists()):
+        return None  # never reported: nothing is spoiled
+    for path in (basis, report):
+        problem = json_problem(path)
+        if problem is not None:
+            tell(f"the stored report's {path} {problem}: {instead}")
+            return None
     trials = [(key, run.info.run_id, trial_status(run))
               for key, run in sorted(record.trial_runs().items())]  # fmt: skip
-    try:
-        data = json.loads(basis.read_text())
-    except ValueError:
+    data = json.loads(basis.read_text())
+    if not isinstance(data, dict) or data.get("version") != BASIS_VERSION or (
+            data.get("trials") != trials_fingerprint(trials)):  # fmt: skip
+        return None  # made from other trials, or by another version: stale, not spoiled
+    found = json.loads(report.read_text())
+    if not isinstance(found, dict):
+        tell(f"the stored report's {report} cannot be read (not a report's JSON object): "
+             f"{instead}")  # fmt: skip
         return None
-    if data.get("version") != BASIS_VERSION or data.get("trials") != trials_fingerprint(trials):
-        return None
-    try:
-        return json.dumps(json.loads(report.read_text()), default=str)  # as a fresh one prints
-    except ValueError:
-        return None
+    return json.dumps(found, default=str)  # as a fresh one prints
 
 
 def study_name(spec_path: str | None, smoke: bool) -> str | None:
@@ -112,10 +169,8 @@ def _lines(spec_path, smoke, tracking_uri, storage) -> list[str] | None:
         return None
     folder = Path(storage or "studies").resolve() / spec.study
     results, report_html = folder / RESULTS_FILE, folder / REPORT_DIR / "report.html"
-    stored = stored_report(spec.study, uri, record)
-    report_json = report_html.with_suffix(".json")
-    whole = results.is_file() and report_html.is_file() and report_json.is_file()
-    if stored is None or not whole:
+    stored = stored_report(spec.study, uri, record, RUN_INSTEAD)
+    if stored is None or not _whole(results, report_html):
         return None
     headline = json.loads(stored).get("headline", {}).get("lines")
     if not headline:
@@ -126,6 +181,18 @@ def _lines(spec_path, smoke, tracking_uri, storage) -> list[str] | None:
         *headline,
         *_where(record, spec, uri, report_html, results),
     ]
+
+
+def _whole(results: Path, report_html: Path) -> bool:
+    """Whether the last run's results and report in the study's storage are there and whole;
+    each that is not is named, with what is done instead (the ordinary run writes them again)."""
+    problems = [(results, parquet_problem(results)),
+                (report_html.with_suffix(".json"), json_problem(report_html.with_suffix(".json"))),
+                (report_html, None if report_html.is_file() else "is missing")]  # fmt: skip
+    for path, problem in problems:
+        if problem is not None:
+            _tell(f"{path} {problem}: {RUN_INSTEAD}")
+    return all(problem is None for _, problem in problems)
 
 
 def _where(record, spec, uri: str, report: Path, results: Path) -> list[str]:

@@ -137,8 +137,23 @@ class StorageLease:
         if not self.study.exists(LEASE_FILE):
             return None
         with contextlib.suppress(OSError):
-            return Holder.from_text(self.study.read_text(LEASE_FILE))
+            text = self.study.read_text(LEASE_FILE)
+            holder = Holder.from_text(text)
+            if holder is None and text.strip():
+                self._set_aside(text)
+            return holder
         return None
+
+    def _set_aside(self, text: str) -> None:
+        """A lease file that no driver wrote (garbage, a truncated copy: every driver writes
+        it whole) holds no lease: it is renamed ``driver.lock.unreadable``, its bytes kept,
+        and said, so that the lease taken next replaces nothing in silence."""
+        aside = f"{LEASE_FILE}.unreadable"
+        with contextlib.suppress(OSError):
+            self.study.move(LEASE_FILE, aside)
+            say(f"the lease file {redacted(self.where)} holds no lease a driver wrote "
+                f"({len(text)} bytes that are not one); set aside as {aside}, the study's "
+                "lease is taken afresh", err=True, flush=True)  # fmt: skip
 
     def write(self, holder: Holder) -> None:
         self.study.write_text(holder.to_text(), LEASE_FILE)
@@ -158,6 +173,7 @@ class TrackingLease:
     def __init__(self, tracking_uri: str, study: str, make_record) -> None:
         self.uri, self.study, self.make_record = tracking_uri, study, make_record
         self.where = f"{redacted(tracking_uri)} (experiment {study!r}, tag {LEASE_TAG})"
+        self._said = False
 
     def _client(self):
         from mlflow.tracking import MlflowClient  # imported by the driver only (seconds)
@@ -184,7 +200,13 @@ class TrackingLease:
         eid = self.experiment_id()
         if eid is None:
             return None
-        return Holder.from_text(self._client().get_experiment(eid).tags.get(LEASE_TAG))
+        text = self._client().get_experiment(eid).tags.get(LEASE_TAG)
+        holder = Holder.from_text(text)
+        if holder is None and text and text.strip() and not self._said:
+            self._said = True  # the lease written next replaces it: said once, kept in words
+            say(f"the lease in {self.where} holds no lease a driver wrote ({text[:200]!r}); "
+                "the study's lease is taken afresh", err=True, flush=True)  # fmt: skip
+        return holder
 
     def write(self, holder: Holder) -> None:
         eid = self.experiment_id() or self.make_record().experiment_id

@@ -107,6 +107,8 @@ logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
 
 SPEC_ARTIFACT = "study.yaml"
 ATTEMPT_STARTED_TAG = "study.attempt_started"
+# a checkpoint the trial could not load, set aside, and where it resumed instead
+RESUME_NOTE_TAG, RESUME_LINE = "study.resume_note", "- **Checkpoint:**"
 # A trial's evidence beyond its metrics lands in its run under evidence/: the tables as CSV,
 # the source-return panel as PNG.
 EVIDENCE_ARTIFACTS = "evidence"
@@ -938,6 +940,16 @@ class StudyRecord:
             run_id, tags=[RunTag("study.attempts", str(attempts)), started, note]
         )
         self.client.update_run(run_id, status="RUNNING")
+
+    def note_resume(self, run_id: str, note: str) -> None:
+        """What the trial's attempt found of its checkpoints (one it could not load, set aside,
+        and where it resumed instead): the tag :data:`RESUME_NOTE_TAG` and a line of its
+        description."""
+        run = self.client.get_run(run_id)
+        text = replace_line(run.data.tags.get(MLFLOW_RUN_NOTE, ""), RESUME_LINE,
+                            f"{RESUME_LINE} {in_markdown(note)}")  # fmt: skip
+        self.client.log_batch(run_id, tags=[RunTag(RESUME_NOTE_TAG, note[:MAX_TAG]),
+                                            RunTag(MLFLOW_RUN_NOTE, text)])  # fmt: skip
 
     def log_evaluation(self, run_id: str, result: dict[str, Any], step: int) -> None:
         t0 = time.perf_counter()

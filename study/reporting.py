@@ -323,6 +323,8 @@ def parent_note(
                         ("Next study", top.next_step)):  # fmt: skip
         if text:
             parts += ["", f"**{title}.** {in_markdown(text[:1].upper() + text[1:])}"]
+    if top.notes:  # a file of the record that could not be read, and what was done instead
+        parts += ["", "**Notes**", "", *[f"- {in_markdown(s)}" for s in top.notes]]
     body = "\n".join(parts)
     note = f"{body}\n\n---\n\n{design}"
     if len(note) > MAX_TAG:

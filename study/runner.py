@@ -69,6 +69,7 @@ from study.record import (
 from study.storage import Storage, check_writable, open_storage
 from study.store_locks import StoreHeldError, impatient, store_held
 from study.terminal import say
+from trainables.checkpoints import RESUME_NOTE
 from trainables.remote import redacted
 from trainables.sources import check_data
 
@@ -380,6 +381,7 @@ def _recorder_class():
             self.checks: dict[str, str] = {}  # the self-checks recorded on the parent so far
             self.logged: dict[str, int] = {}
             self.finished: set[str] = set()
+            self.resume_notes: dict[str, str] = {}  # what each trial said of its checkpoints
 
         def _run_id(self, trial) -> str:
             still_held()  # every callback writes to the record next: only while the lease holds
@@ -396,6 +398,7 @@ def _recorder_class():
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             key, run_id = trial_key(trial), self._run_id(trial)
+            self._resume_noted(key, run_id, result.get(RESUME_NOTE))
             if result.get("final"):
                 summary = {**result, "status": result.get("trial_status", "finished")}
                 self.record.finish_trial(run_id, summary)
@@ -407,6 +410,15 @@ def _recorder_class():
                 return  # replayed after a resume: this step is already in the run
             self.record.log_evaluation(run_id, result, step)
             self.logged[key] = step
+
+        def _resume_noted(self, key: str, run_id: str, note: str | None) -> None:
+            """A checkpoint the trial could not load and set aside, and where it resumed
+            instead: said once on the terminal, and kept on its run."""
+            if not note or self.resume_notes.get(key) == note:
+                return
+            self.resume_notes[key] = note
+            say(f"trial {key}: {note}", err=True, flush=True)
+            self.record.note_resume(run_id, note)
 
         def on_trial_recover(self, iteration, trials, trial, **info):
             storage_lost(self.study)  # retrying against storage that is gone helps nobody

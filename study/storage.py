@@ -108,6 +108,19 @@ class Storage:
         elif kind == FileType.File:
             self.fs.delete_file(target)
 
+    def move(self, source: str, target: str) -> None:
+        """Rename the file or folder ``source`` to ``target`` (both under the root): a local
+        rename; in a bucket, which has no rename of a folder, a copy then a delete."""
+        if self.is_local:
+            self.fs.move(self.path(source), self.path(target))
+            return
+        from pyarrow.fs import FileType, copy_files
+
+        if self.fs.get_file_info(self.path(source)).type == FileType.Directory:
+            self.fs.create_dir(self.path(target), recursive=True)
+        copy_files(self.path(source), self.path(target), self.fs, self.fs)
+        self.delete(source)
+
     def folders(self, *parts: str) -> list[str]:
         """Names of the folders directly under ``parts`` (none when it is not there)."""
         from pyarrow.fs import FileSelector, FileType
@@ -201,6 +214,13 @@ class _StoredFolder:
     def remove(self, name: str) -> None:
         self.trial.delete(name)
 
+    def rename(self, name: str, new: str) -> str:
+        self.trial.move(name, new)
+        return self.trial.uri_of(new)
+
+    def names(self) -> list[str]:
+        return self.trial.folders()
+
 
 class StoredCheckpoints:
     """A trial's checkpoints in its folder of the study's storage (``trials/<key>/``).
@@ -214,6 +234,7 @@ class StoredCheckpoints:
         self.trial, self.keep = trial, keep
         self._kept = Retention(_StoredFolder(trial), keep)
         self._downloaded: str | None = None
+        self._name: str | None = None  # the stored checkpoint that copy is of
 
     def save(self, local: str | Path, step: int) -> None:
         self._kept.save(local, step)
@@ -229,8 +250,20 @@ class StoredCheckpoints:
         self.release()
         copy = tempfile.mkdtemp(prefix="trial-resume-")
         self.trial.download(copy, found)
-        self._downloaded = copy
+        self._downloaded, self._name = copy, found
         return copy
+
+    def where(self, copy: str) -> str:
+        """The stored checkpoint (its URI, or path) that :meth:`latest` copied to ``copy``."""
+        return self.trial.uri_of(self._name) if copy == self._downloaded else copy
+
+    def set_aside(self, copy: str) -> str:
+        """Set aside the stored checkpoint :meth:`latest` copied to ``copy``, which cannot be
+        loaded (:meth:`trainables.checkpoints.Retention.set_aside`); returns where it is now."""
+        if copy != self._downloaded:
+            raise ValueError(f"{copy}: not the checkpoint this trial last resumed from")
+        self.release()
+        return self._kept.set_aside(self._name)
 
     def release(self) -> None:
         """Remove the local copy the last :meth:`latest` made."""

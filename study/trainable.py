@@ -25,6 +25,7 @@ from ray import tune
 
 from study import CHECKS_KEY, EVIDENCE_KEY
 from study.storage import Storage, StoredCheckpoints, open_storage, write_pid
+from trainables.checkpoints import RESUME_NOTE
 from trainables.config import TrialConfig
 
 # trainables.train (torch) is imported where a trial runs: a Ray worker has it already (the
@@ -48,6 +49,10 @@ class TuneReporter:
 
     def latest_checkpoint(self) -> str | None:
         return self.checkpoints.latest()
+
+    def set_aside_checkpoint(self, found: str) -> tuple[str, str]:
+        """Set aside the stored checkpoint ``found`` is a copy of (it cannot be loaded)."""
+        return self.checkpoints.where(found), self.checkpoints.set_aside(found)
 
 
 def _node_id() -> str:
@@ -160,8 +165,9 @@ def final_report(result: dict[str, Any], node_id: str) -> dict[str, Any]:
 
     summary = {k: v for k, v in result.items() if isinstance(v, int | float)}
     evidence = json.dumps(result.get("evidence") or {})
+    noted = {RESUME_NOTE: result[RESUME_NOTE]} if result.get(RESUME_NOTE) else {}
     return {**summary, "final": 1, "trial_status": result["status"], "node_id": node_id,
-            EVIDENCE_KEY: evidence, CHECKS_KEY: json.dumps(self_checks())}  # fmt: skip
+            EVIDENCE_KEY: evidence, CHECKS_KEY: json.dumps(self_checks()), **noted}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,6 +201,11 @@ class TrainReporter:
 
     def latest_checkpoint(self) -> str | None:
         return self.checkpoints.latest() if self.checkpoints is not None else None
+
+    def set_aside_checkpoint(self, found: str) -> tuple[str, str]:
+        """Set aside the stored checkpoint ``found`` is a copy of (rank 0 alone resumes)."""
+        assert self.checkpoints is not None  # only rank 0 is handed a checkpoint to read
+        return self.checkpoints.where(found), self.checkpoints.set_aside(found)
 
 
 def _run_data_parallel(plan: dict[str, Any]) -> None:

@@ -31,6 +31,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,25 +150,40 @@ def baseline_key(kind: str, config: TrialConfig, seeds: tuple[int, ...]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def measure_baselines(
-    config: TrialConfig, kinds: tuple[str, ...], seeds: tuple[int, ...], use_cache: bool = True
-) -> dict[str, Baseline]:
+    config: TrialConfig, kinds: tuple[str, ...], seeds: tuple[int, ...], use_cache: bool = True,
+    tell=_to_stderr,
+) -> dict[str, Baseline]:  # fmt: skip
     """Each of ``kinds`` for the trial ``config`` (its data, architecture and evaluation) and
-    the study's ``seeds``; read from the cache when measured before (``use_cache``)."""
+    the study's ``seeds``; read from the cache when measured before (``use_cache``). A cache file
+    that cannot be read (truncated, garbage) is set aside as ``<file>.unreadable`` and the kind
+    measured again; ``tell`` is given one line naming it and saying so."""
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
         raise ValueError(f"baselines: unknown kind {unknown[0]!r}; the kinds are {list(KINDS)}")
     seeds = tuple(sorted(set(seeds))) or (config.seed,)
-    return {kind: _cached(kind, config, seeds, use_cache) for kind in kinds}
+    return {kind: _cached(kind, config, seeds, use_cache, tell) for kind in kinds}
 
 
-def _cached(kind: str, config: TrialConfig, seeds: tuple[int, ...], use_cache: bool) -> Baseline:
+def _cached(
+    kind: str, config: TrialConfig, seeds: tuple[int, ...], use_cache: bool, tell=_to_stderr
+) -> Baseline:
     path = cache_dir() / f"{kind}-{baseline_key(kind, config, seeds)}.json"
     if use_cache and path.is_file():
         try:
             return Baseline.from_json(json.loads(path.read_text()))
-        except (ValueError, KeyError, TypeError):  # a damaged cache file is measured again
-            pass
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
+            # a damaged cache file is measured again; its bytes are kept beside, never reread
+            aside = path.with_name(f"{path.name}.unreadable")
+            path.replace(aside)
+            first = (str(err).strip().splitlines() or [""])[0][:200]
+            tell(f"baselines: the cached {kind} baseline {path} cannot be read "
+                 f"({type(err).__name__}: {first}); set aside as {aside.name}, measuring "
+                 f"{kind} again")  # fmt: skip
     t0 = time.perf_counter()
     found = MEASURES[kind](config, seeds)
     found = Baseline(found.kind, found.metrics, found.per_seed, time.perf_counter() - t0,

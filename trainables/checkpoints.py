@@ -7,6 +7,12 @@ sort by step) that counts only once complete: a writer killed mid-copy never lea
 resumes. What "complete" means is the folder's own (an atomic rename locally, a ``DONE`` marker
 written last in a bucket); :class:`Retention` names, orders, keeps the ``keep`` newest and
 finds the latest.
+
+A checkpoint that is complete but cannot be loaded (truncated or overwritten on disk, a bucket
+that handed back garbage) is *set aside*: renamed ``checkpoint_<step>.unreadable``
+(:data:`UNREADABLE`), which no longer counts as a checkpoint, so it is never retried and never
+removed by the retention either (nothing is lost: it can be looked at); the trial resumes from
+the newest one that loads, or starts afresh, and says which (:data:`RESUME_NOTE`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ from pathlib import Path
 from typing import Protocol
 
 CHECKPOINT = re.compile(r"^checkpoint_(\d+)$")
+UNREADABLE = ".unreadable"  # the suffix of a checkpoint set aside: it could not be loaded
+# the result key that carries what a resume found (a checkpoint set aside, where it resumed
+# from) to the driver, which says it and tags the trial's run with it
+RESUME_NOTE = "resume_note"
 
 
 def checkpoint_name(step: int) -> str:
@@ -35,6 +45,12 @@ class CheckpointFolder(Protocol):
 
     def remove(self, name: str) -> None:
         """Remove the folder ``name`` (nothing when it is absent)."""
+
+    def rename(self, name: str, new: str) -> str:
+        """Rename the folder ``name`` to ``new``; returns where it now is (a path or a URI)."""
+
+    def names(self) -> list[str]:
+        """Every entry's name, complete or not (to find a free name)."""
 
 
 class Retention:
@@ -59,6 +75,17 @@ class Retention:
         found = self.names()
         return found[-1] if found else None
 
+    def set_aside(self, name: str) -> str:
+        """Rename the checkpoint ``name``, which cannot be loaded, to ``<name>.unreadable``
+        (``.unreadable.2`` … when that is taken: one set aside before is kept too); returns
+        where it now is. It no longer counts as a checkpoint: never retried, never removed."""
+        taken = set(self.folder.names())
+        new, n = f"{name}{UNREADABLE}", 1
+        while new in taken:
+            n += 1
+            new = f"{name}{UNREADABLE}.{n}"
+        return self.folder.rename(name, new)
+
 
 class LocalFolder:
     """Checkpoint folders under a local directory: each copied in as ``<name>.partial`` and
@@ -81,3 +108,10 @@ class LocalFolder:
 
     def remove(self, name: str) -> None:
         shutil.rmtree(self.root / name, ignore_errors=True)
+
+    def rename(self, name: str, new: str) -> str:
+        (self.root / name).rename(self.root / new)
+        return str(self.root / new)
+
+    def names(self) -> list[str]:
+        return [p.name for p in self.root.iterdir()] if self.root.is_dir() else []

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import pickle
 import random
 import tempfile
 import time
@@ -56,7 +57,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
-from trainables.checkpoints import LocalFolder, Retention
+from trainables.checkpoints import RESUME_NOTE, LocalFolder, Retention
 from trainables.config import TrialConfig
 from trainables.data import (
     DataBundle,
@@ -92,6 +93,11 @@ from trainables.probes import (
 )
 
 CHECKPOINT_FILE = "trial.pt"
+# what reading a spoiled checkpoint raises: a truncated file (RuntimeError from the zip reader,
+# EOFError, OSError), garbage (pickle's UnpicklingError, a ValueError), one that reads as
+# something that is not a checkpoint (KeyError, TypeError: read_checkpoint's own check)
+UNREADABLE_CHECKPOINT = (OSError, RuntimeError, EOFError, ValueError, KeyError, TypeError,
+                         pickle.UnpicklingError)  # fmt: skip
 EVAL_VIEWS_SEED = 2**31 - 1  # held-out views are the same for every trial of a study
 CONV_ENCODERS = ("small_cnn", "resnet18")
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests may pick a lighter one)
@@ -108,6 +114,11 @@ class Reporter(Protocol):
 
     def latest_checkpoint(self) -> str | None:
         """A directory written by an earlier ``report`` of this trial, to resume from."""
+
+    # Optional: ``set_aside_checkpoint(found) -> (where it was, where it is now)`` sets aside
+    # the checkpoint ``latest_checkpoint`` returned as ``found``, which cannot be loaded, so that
+    # the next ``latest_checkpoint`` gives the one before it. A reporter without it fails the
+    # trial on such a checkpoint, as before.
 
 
 class LocalReporter:
@@ -135,6 +146,12 @@ class LocalReporter:
     def latest_checkpoint(self) -> str | None:
         found = self.checkpoints()
         return str(found[-1]) if found else None
+
+    def set_aside_checkpoint(self, found: str) -> tuple[str, str]:
+        """Set aside the checkpoint folder ``found``, which cannot be loaded
+        (:meth:`trainables.checkpoints.Retention.set_aside`)."""
+        assert self._kept is not None  # found came from latest_checkpoint: there is a root
+        return found, self._kept.set_aside(Path(found).name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,6 +204,28 @@ def resident_data(data: DataBundle, device: torch.device) -> ResidentData:
     if not (_RESIDENT and _RESIDENT[0][0] is data and _RESIDENT[0][1] == str(device)):
         _RESIDENT[:] = [(data, str(device), ResidentData(data, device))]
     return _RESIDENT[0][2]
+
+
+def read_checkpoint(path: Path, location) -> dict[str, Any]:
+    """A checkpoint's state from ``path``, on ``location``.
+
+    Raises:
+        one of :data:`UNREADABLE_CHECKPOINT`: the file is missing, truncated or garbage, or
+            holds something other than a checkpoint (no ``step``, ``model``, ``optimizer``).
+    """
+    state = torch.load(path, map_location=location, weights_only=True)
+    if not isinstance(state, dict):
+        raise TypeError(f"holds a {type(state).__name__}, not a checkpoint")
+    missing = [k for k in ("step", "model", "optimizer") if k not in state]
+    if missing:
+        raise KeyError(f"no {', '.join(missing)} in it")
+    return state
+
+
+def _first_line(err: BaseException) -> str:
+    """The error's first sentence (torch's zip reader adds a paragraph of advice)."""
+    line = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    return line.split(". ", 1)[0][:300]
 
 
 def strip_compiled_prefix(state: dict[str, Tensor]) -> dict[str, Tensor]:
@@ -509,6 +548,7 @@ class _Trial:
     rank, world = 0, 1  # this process's rank among the trial's W data-parallel workers
     gather: Gather | None = None  # the loss's gather across workers (negatives: all, W > 1)
     resumed_from = 0  # examples seen at the checkpoint this attempt resumed from (0: fresh)
+    resume_note: str | None = None  # a checkpoint set aside, and where it resumed instead
 
     def __init__(self, config: TrialConfig, reporter: Reporter | None) -> None:
         self.wall0 = time.perf_counter()  # wall_s counts setup (data load, model build) too
@@ -574,17 +614,39 @@ class _Trial:
         }
 
     def resume_state(self) -> dict[str, Any] | None:
-        """The checkpoint to resume from, or None: rank 0 asks its reporter and reads it, and
-        hands it to every worker."""
+        """The checkpoint to resume from, or None: rank 0 asks its reporter for the newest one
+        that loads and reads it, and hands it to every worker."""
         state = None
         if self.rank == 0 and self.reporter is not None:
-            found = self.reporter.latest_checkpoint()
-            if found:
-                location = self.device if self.world == 1 else "cpu"
-                state = torch.load(
-                    Path(found) / CHECKPOINT_FILE, map_location=location, weights_only=True
-                )
+            state = self.newest_readable_checkpoint()
         return self.from_rank0(state)
+
+    def newest_readable_checkpoint(self) -> dict[str, Any] | None:
+        """The newest checkpoint of the reporter's that loads. One that does not (truncated,
+        garbage) is set aside by the reporter, never retried, and the one before it is tried;
+        what was set aside and where the trial resumes is kept as :attr:`resume_note`, which
+        every report then carries (:data:`trainables.checkpoints.RESUME_NOTE`)."""
+        location = self.device if self.world == 1 else "cpu"
+        set_aside = getattr(self.reporter, "set_aside_checkpoint", None)
+        spoiled: list[str] = []
+        while found := self.reporter.latest_checkpoint():
+            try:
+                state = read_checkpoint(Path(found) / CHECKPOINT_FILE, location)
+            except UNREADABLE_CHECKPOINT as err:
+                if set_aside is None or isinstance(err, torch.OutOfMemoryError):
+                    raise  # no place to set it aside (it would be read again), or not the file
+                was, now = set_aside(found)
+                spoiled.append(f"checkpoint {was} cannot be loaded ({type(err).__name__}: "
+                               f"{_first_line(err)}); set aside as {now}")  # fmt: skip
+                continue
+            if spoiled:
+                seen = int(state["step"]) * self.config.batch_size
+                self.resume_note = "; ".join(spoiled) + (
+                    f"; resumed from the checkpoint before it ({seen} examples seen)")
+            return state
+        if spoiled:
+            self.resume_note = "; ".join(spoiled) + "; no checkpoint loads: started afresh"
+        return None
 
     def load(self, state: dict[str, Any]) -> None:
         written = state.get("workers", 1)
@@ -667,7 +729,7 @@ class _Trial:
         with tempfile.TemporaryDirectory(prefix="trial-ckpt-") as tmp:
             torch.save(self.state(rngs), Path(tmp) / CHECKPOINT_FILE)
             self.times["checkpoint_s"] += time.perf_counter() - t0
-            self.reporter.report(metrics, step=seen, checkpoint_dir=tmp)
+            self.reporter.report(self.noted(metrics), step=seen, checkpoint_dir=tmp)
 
     def evaluate(self, final: bool) -> dict[str, float]:
         """One evaluation's metrics (kept as ``last_metrics``); sets ``collapsed``."""
@@ -714,7 +776,11 @@ class _Trial:
         if self.reporter is None:
             return
         seen = self.step * self.config.batch_size
-        self.reporter.report(metrics if self.rank == 0 else {}, step=seen)
+        self.reporter.report(self.noted(metrics) if self.rank == 0 else {}, step=seen)
+
+    def noted(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        """``metrics`` with the :attr:`resume_note`, when this attempt has one."""
+        return metrics | {RESUME_NOTE: self.resume_note} if self.resume_note else metrics
 
     # -- the loop --
     def train_step(self, v1: Tensor, v2: Tensor, groups: Tensor | None) -> None:
@@ -883,6 +949,7 @@ class _Trial:
             "examples_seen": self.step * self.config.batch_size,
             "steps": self.step,
             "resumed_from": self.resumed_from,
+            **({RESUME_NOTE: self.resume_note} if self.resume_note else {}),
             "wall_s": wall_s,
             "heldout_items": len(self.data.heldout_y),  # what every accuracy counts over
             **{f"time/{k}": v for k, v in self.times.items()},

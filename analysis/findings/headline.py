@@ -46,7 +46,9 @@ class Headline:
     other findings (the target is what the study was run for); ``next_step``: what the evidence
     suggests for the next study (None when there is nothing to say); ``unfitted``: each response
     no model could fit because too few trials have a finite value of it, with the count (said on
-    the terminal's "Not detectable" line, after it). Findings come in the order
+    the terminal's "Not detectable" line, after it); ``notes``: each file of the record that
+    could not be read (``unread``, e.g. a trial's per-item outcomes) and what was done instead,
+    always said, after the lines. Findings come in the order
     target, other probes, geometry (:func:`response_rank`). Accuracies are read in percent and
     their differences in points (:mod:`analysis.stats.units`)."""
 
@@ -63,6 +65,7 @@ class Headline:
     confirmation: str | None = None
     # responses no model could fit for want of finite values, each with its count
     unfitted: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"sentence": self.sentence, "target": self.target, "on_target": self.on_target,
@@ -70,7 +73,8 @@ class Headline:
                 "found": list(self.found), "not_detected": list(self.not_detected),
                 "unfitted": list(self.unfitted),
                 "best": self.best, "against_baselines": self.against,
-                "next_step": self.next_step, "lines": self.lines()}  # fmt: skip
+                "next_step": self.next_step, "notes": list(self.notes),
+                "lines": self.lines()}  # fmt: skip
 
     def lines(self, limit: int = TERMINAL_LINES) -> list[str]:
         """At most ``limit`` lines for a terminal: the sentence, what was found on the target
@@ -89,7 +93,8 @@ class Headline:
             found = [f"{found[0]} (and {len(found) - 1} more in report.html)"]
         if not found and not missed and not self.on_target:
             found = ["Found: no effect was tested (see the notes in report.html)."]
-        return [*head, *found, *([missed] if missed else []), *tail][:limit]
+        said = [*head, *found, *([missed] if missed else []), *tail][:limit]
+        return said + [f"Note: {n}" for n in self.notes]  # never cut: what was not read
 
     def html(self) -> str:
         """The headline as an HTML section with id ``headline``."""
@@ -121,6 +126,8 @@ class Headline:
         if self.next_step:
             step = html.escape(_capital(self.next_step))
             parts.append(f'<p class="next"><b>Next study.</b> {step}</p>')
+        if self.notes:
+            parts.append(f'<p>Notes:</p><ul class="notes">{items(self.notes)}</ul>')
         return "".join(parts) + "</section>"
 
 
@@ -145,6 +152,7 @@ def headline(
     standings: tuple,
     next_step: NextStep | None,
     confirmation=None,
+    unread: tuple = (),
 ) -> Headline:
     """The :class:`Headline` of an analysed study (see the module docstring), from the parts
     :func:`analysis.study_analysis.analyse` assembles: it decides nothing of its own (the next
@@ -190,6 +198,7 @@ def headline(
         on_target=on_target,
         confirmation=None if confirmation is None else confirmation.sentence(),
         unfitted=tuple(unfitted),
+        notes=tuple(_capital(u.sentence()) + "." for u in unread),
     )
 
 
@@ -308,7 +317,8 @@ def best_sentence(best: BestPoint, target: dict[str, str]) -> str:
     on = f" on {best.items:,} held-out items" if best.items else ""
     if best.ci_low is None or best.ci_high is None:
         why = "one replicate" if best.n < 2 else "replicates that agree exactly"
-        sure = f"{reps}{on}; {why} and no per-item outcomes, so no interval"
+        without = f", and {best.unread}," if best.unread else " and no per-item outcomes,"
+        sure = f"{reps}{on}; {why}{without} so no interval"
     else:
         low, high = level(metric, best.ci_low), level(metric, best.ci_high)
         sure = f"{reps}{on}; 95% interval {low} to {high}, counting {best.sources}"

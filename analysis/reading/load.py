@@ -38,9 +38,11 @@ from pyarrow import fs as pafs
 
 from analysis.reading.outcomes import (
     BASELINE_FOLDER,
+    MISSING,
     TRIAL_ARTIFACT,
     Outcomes,
     SystemOutcomes,
+    Unread,
     parse_baseline_file,
     read_outcomes,
     system_arch,
@@ -145,9 +147,14 @@ def read_table(path: str | Path) -> pa.Table:
             raise
         # pyarrow's ArrowInvalid is a ValueError: "Could not open Parquet input source
         # '<Buffer>'" names neither the file nor what it is
-        raise ValueError(f"{path}: not a Parquet file ({_first_line(err)})") from None
+        raise ValueError(f"{path}: not a Parquet file ({_first_line(err)}){_AGAIN}") from None
     except OSError as err:  # unreadable, a bucket refused: pyarrow's own words, with the file
         raise ValueError(f"{path}: cannot be read ({_first_line(err)})") from None
+
+
+# what to do about a results file that is spoiled (truncated, garbage): the record still has it
+_AGAIN = ("; a study's results are kept in its record: `study report STUDY` reads them from "
+          "there, `study export STUDY --out FILE` writes the file again")
 
 
 def _first_line(err: Exception) -> str:
@@ -283,34 +290,61 @@ def load_outcomes(
     finished = [r for r in runs if trial_status(r) == "finished"
                 and (wanted is None or r.info.run_id in wanted)]  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="outcomes-") as tmp:
-        trials = {}
+        trials, unread, absent = {}, [], []
         for run in sorted(finished, key=lambda r: r.data.tags.get("study.trial_key", "")):
-            found = _Artifacts(run, uri, Path(tmp)).file(TRIAL_ARTIFACT)
-            if found is not None:
-                trials[run.info.run_id] = read_outcomes(found)
+            key = run.data.tags.get("study.trial_key", run.info.run_id)
+            artifacts = _Artifacts(run, uri, Path(tmp))
+            found, where = artifacts.file(TRIAL_ARTIFACT), artifacts.where(TRIAL_ARTIFACT)
+            if found is None:
+                absent.append(Unread(key, run.info.run_id, where, MISSING))
+                continue
+            read = readable_outcomes(found)
+            if isinstance(read, str):
+                unread.append(Unread(key, run.info.run_id, where, read))
+            else:
+                trials[run.info.run_id] = read
+        if trials or unread:  # a record older than the outcomes has none: nothing is missing
+            unread = sorted([*unread, *absent], key=lambda u: u.system)
         if wanted is not None:  # in the order asked
             trials = {r: trials[r] for r in run_ids if r in trials}
-        baselines = _baseline_outcomes(client, experiment.experiment_id, uri, Path(tmp))
-    return Outcomes(trials=trials, baselines=baselines)
+        baselines, spoiled = _baseline_outcomes(client, experiment.experiment_id, uri, Path(tmp))
+    return Outcomes(trials=trials, baselines=baselines, unread=(*unread, *spoiled))
+
+
+def readable_outcomes(path: Path) -> SystemOutcomes | str:
+    """One system's outcomes from ``path``, or why they cannot be read (a truncated file, one
+    overwritten with garbage, a table without the item and label columns): a spoiled file is
+    named by the caller, never a reason to drop every other system's outcomes."""
+    try:
+        return read_outcomes(path)
+    except (OSError, ValueError, KeyError, TypeError) as err:  # pyarrow's errors are ValueErrors
+        return f"{type(err).__name__}: {_first_line(err).replace(str(path), 'the file')}"
 
 
 def _baseline_outcomes(
     client, experiment_id: str, uri: str, tmp: Path
-) -> dict[tuple, SystemOutcomes]:
+) -> tuple[dict[tuple, SystemOutcomes], list[Unread]]:
     """The baseline systems of the study's parent run: the newest parent that holds its
     baselines (as :func:`analysis.reading.record.results_table` reads their metrics) and their
-    files."""
+    files; and the files of it that cannot be read (each named, its system left out)."""
     parents = [p for p in study_runs(client, experiment_id, PARENT)
                if BASELINES_TAG in p.data.tags]  # fmt: skip
     for parent in parents:
-        found = {}
-        for path in _Artifacts(parent, uri, tmp).folder(BASELINE_FOLDER):
+        found, unread = {}, []
+        artifacts = _Artifacts(parent, uri, tmp)
+        for path in artifacts.folder(BASELINE_FOLDER):
             system = parse_baseline_file(path.name)
-            if system is not None:
-                found[system] = read_outcomes(path)
-        if found:
-            return dict(sorted(found.items(), key=_system_order))
-    return {}
+            if system is None:
+                continue
+            read = readable_outcomes(path)
+            if isinstance(read, str):
+                where = artifacts.where(f"{BASELINE_FOLDER}/{path.name}")
+                unread.append(Unread(f"baseline {path.stem}", parent.info.run_id, where, read))
+            else:
+                found[system] = read
+        if found or unread:
+            return dict(sorted(found.items(), key=_system_order)), unread
+    return {}, []
 
 
 def _system_order(item) -> tuple:
@@ -346,6 +380,12 @@ class _Artifacts:
 
             self._repo = get_artifact_repository(self.uri, tracking_uri=self.tracking_uri)
         return self._repo
+
+    def where(self, path: str) -> str:
+        """The artifact ``path`` as the user finds it: its file on this machine, else its URI."""
+        if self.local is not None:
+            return str(self.local / path)
+        return f"{self.uri.rstrip('/')}/{path}"
 
     def file(self, path: str) -> Path | None:
         """The local path of the artifact ``path``; None when the run has no such file."""

@@ -141,23 +141,58 @@ def system_arch(key: tuple) -> int | None:
 
 
 @dataclass(frozen=True)
+class Unread:
+    """One system's outcomes file that could not be used: ``system`` (a trial's key, or a
+    baseline's file name), ``run_id`` (the run that should hold it), ``file`` (where it is or
+    should be), ``problem`` (``missing``, or why it does not read: a truncated or garbage file)."""
+
+    system: str
+    run_id: str
+    file: str
+    problem: str
+
+    def sentence(self) -> str:
+        what = "are missing" if self.problem == MISSING else f"cannot be read ({self.problem})"
+        return (f"the per-item outcomes of {self.system} ({self.file}) {what}: its accuracies "
+                "count its seeds only; every other system's outcomes are used")
+
+    def to_json(self) -> dict[str, str]:
+        return {"system": self.system, "run_id": self.run_id, "file": self.file,
+                "problem": self.problem,
+                "done_instead": "its accuracies count its seeds only; every other system's "
+                                "outcomes are used"}  # fmt: skip
+
+
+MISSING = "missing"
+
+
+@dataclass(frozen=True)
 class Outcomes:
     """A study's per-item outcomes: ``trials`` (run id -> its outcomes) and ``baselines``
     ((kind, seed or None) -> outcomes; (kind, seed or None, architecture's number) for a kind
     measured per architecture, :func:`parse_baseline_file`). Every system shares one set of
-    held-out items."""
+    held-out items. ``unread``: the files that should be here and are missing or spoiled
+    (:class:`Unread`); their systems are simply absent from ``trials`` and ``baselines``."""
 
     trials: dict[str, SystemOutcomes] = field(default_factory=dict)
     baselines: dict[tuple, SystemOutcomes] = field(default_factory=dict)
+    unread: tuple[Unread, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.trials)
 
+    def unread_of(self, run_ids) -> tuple[Unread, ...]:
+        """The unread files of these runs (a point's replicates, say)."""
+        wanted = set(run_ids)
+        return tuple(u for u in self.unread if u.run_id in wanted)
+
     def table(self, metric: str, run_ids: list[str] | None = None) -> pd.DataFrame:
         """Trial × item: 1 where the trial's probe behind ``metric`` got the item right.
-        Rows are run ids (``run_ids`` in that order, default every trial that has the metric),
-        columns the item ids."""
-        ids = [r for r in (run_ids or list(self.trials)) if metric in self.trials[r].predictions]
+        Rows are run ids (``run_ids`` in that order, default every trial that has the metric;
+        a run whose outcomes are not held is left out: the caller counts the rows), columns the
+        item ids."""
+        ids = [r for r in (run_ids or list(self.trials))
+               if r in self.trials and metric in self.trials[r].predictions]  # fmt: skip
         if not ids:
             return pd.DataFrame()
         items = self.trials[ids[0]].items
@@ -197,9 +232,11 @@ def heldout_items(df: pd.DataFrame | None = None, outcomes: Outcomes | None = No
 __all__ = [
     "BASELINE_FOLDER",
     "HELDOUT_ITEMS",
+    "MISSING",
     "TRIAL_ARTIFACT",
     "Outcomes",
     "SystemOutcomes",
+    "Unread",
     "baseline_file",
     "heldout_items",
     "outcome_frame",

@@ -47,7 +47,9 @@ class BestPoint:
     their mean, in the metric's own units; ``ci_low`` and ``ci_high``: the 95 % t interval of
     that mean (cut to the metric's bounds, [0, 1] for an accuracy: a t interval is symmetric and
     can cross them), None when ``n`` < 2; ``finished``: finished trials in the whole table;
-    ``points``: design points with at least one finished value.
+    ``points``: design points with at least one finished value; ``unread``: why the interval
+    counts the seeds only although the record keeps per-item outcomes (a replicate's outcomes
+    file is missing or spoiled: ``the per-item outcomes of p001-r1 are missing``), else None.
     """
 
     point_id: str
@@ -64,6 +66,7 @@ class BestPoint:
     interval: Interval | None = None
     run_ids: tuple[str, ...] = ()
     seeds: tuple[int | None, ...] = ()
+    unread: str | None = None
 
     @property
     def has_interval(self) -> bool:
@@ -79,7 +82,9 @@ class BestPoint:
         """The sources of error the interval counts, in words (None without an interval)."""
         if not self.has_interval:
             return None
-        return self.interval.sources if self.interval is not None else SOURCES_SEEDS
+        if self.interval is not None:
+            return self.interval.sources
+        return f"seeds only ({self.unread})" if self.unread else SOURCES_SEEDS
 
     @property
     def selected(self) -> bool:
@@ -92,7 +97,8 @@ class BestPoint:
                 "ci_low": self.ci_low, "ci_high": self.ci_high, "level": self.level,
                 "sources": self.sources, "items": self.items,
                 "selected_among": self.points, "finished": self.finished,
-                "interval": None if self.interval is None else self.interval.to_json()}  # fmt: skip
+                "interval": None if self.interval is None else self.interval.to_json(),
+                "unread": self.unread}  # fmt: skip
 
 
 def finished_trials(df: pd.DataFrame) -> pd.DataFrame:
@@ -196,7 +202,22 @@ def best_point(
         point_id, chosen, metric, mode, n, mean, low, high,
         finished=len(done), points=len(candidates), level=level, interval=interval,
         run_ids=run_ids, seeds=seeds,
+        unread=None if interval is not None else unread_words(outcomes, run_ids, metric),
     )  # fmt: skip
+
+
+def unread_words(outcomes, run_ids: tuple[str, ...], metric: str) -> str | None:
+    """Why these replicates' interval cannot count the held-out items although the record keeps
+    per-item outcomes: 'the per-item outcomes of p001-r1 are missing' (or 'cannot be read');
+    None when nothing of theirs is unread (or ``metric`` is no accuracy)."""
+    if outcomes is None or not is_accuracy(metric):
+        return None
+    unread = outcomes.unread_of(run_ids) if hasattr(outcomes, "unread_of") else ()
+    if not unread:
+        return None
+    names = ", ".join(u.system for u in unread)
+    gone = all(u.problem == "missing" for u in unread)
+    return f"the per-item outcomes of {names} {'are missing' if gone else 'cannot be read'}"
 
 
 def replicate_outcomes(outcomes, run_ids: tuple[str, ...], metric: str) -> np.ndarray | None:

@@ -40,6 +40,7 @@ def record_study(
     truth=default_truth,
     heldout_items: int | None = None,
     marks: int = 2,
+    outcomes: int | None = None,
 ) -> str:
     """The default study (or ``spec``), finished, in ``folder/mlflow.db``, each trial's finals
     ``truth(u, v, replicate, i)`` at u = log2(τ/0.1), v = log2(B/64) (by default
@@ -47,7 +48,9 @@ def record_study(
     are smooth in both factors). Returns the store's URI. ``goals``: the study file's goals
     (``search_spaces.spec.Goal``); ``heldout_items``: the held-out items each trial says its
     accuracies count over (``trial/heldout_items``; none by default, as older records);
-    ``marks``: the evaluations of each trial, evenly spaced, the metrics rising to the finals."""
+    ``marks``: the evaluations of each trial, evenly spaced, the metrics rising to the finals;
+    ``outcomes``: that many held-out items, each trial's per-item outcomes planted as the runner
+    writes them (``evidence/outcomes.parquet``), each accuracy the share its outcomes make."""
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     spec = spec or load_spec(None)
     spec = spec.model_copy(update={"study": name, "goals": tuple(goals) or spec.goals})
@@ -60,6 +63,9 @@ def record_study(
         final = truth(math.log2(tau / 0.1), math.log2(batch / 64), plan.replicate, i)
         run = record.ensure_trial_run(plan, parent, spec.sha)
         record.begin_attempt(run)
+        if outcomes is not None:
+            final = planted_outcomes(record, run, final, outcomes, i)
+            heldout_items = outcomes
         for step, share in ((budget * k // marks, k / marks) for k in range(1, marks + 1)):
             metrics = {k: value * (0.5 + share / 2) for k, value in final.items()}
             record.log_evaluation(run, {"train/examples_seen": step, **metrics}, step)
@@ -69,3 +75,24 @@ def record_study(
         record.finish_trial(run, summary)
     record.finish_parent(parent, True)
     return uri
+
+
+def planted_outcomes(record: StudyRecord, run_id: str, final: dict, n: int, i: int) -> dict:
+    """Per-item outcomes of one trial over ``n`` items (10 classes), logged on its run: each
+    accuracy's first round(share × n) items of a rotation right, the rest wrong; returns the
+    finals with each accuracy made exactly the share its outcomes give."""
+    items = list(range(n))
+    labels = [k % 10 for k in items]
+    predictions, exact = {}, dict(final)
+    for metric, value in final.items():
+        if not metric.startswith("probe/"):
+            continue
+        right = round(value * n)
+        order = [(k + 7 * i) % n for k in items]  # a trial's own items right, not the same ones
+        hits = set(order[:right])
+        predictions[metric] = [lab if k in hits else (lab + 1) % 10
+                               for k, lab in zip(items, labels, strict=True)]  # fmt: skip
+        exact[metric] = right / n
+    record.log_evidence(run_id, {"outcomes": {"item": items, "label": labels,
+                                              "predictions": predictions}})  # fmt: skip
+    return exact

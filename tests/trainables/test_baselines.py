@@ -132,3 +132,21 @@ def test_every_baseline_name_is_one_mlflow_accepts():
             key = bl.metric_name(kind, name)
             _validate_metric_name(key)
             assert "//" not in key and len(key) <= 250
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage"])
+def test_a_damaged_cache_file_is_named_set_aside_and_measured_again(cache, how):
+    config = TrialConfig(**SMALL)
+    first = bl.measure_baselines(config, ("raw",), (0,))["raw"]
+    path = bl.cache_dir() / f"raw-{bl.baseline_key('raw', config, (0,))}.json"
+    text = path.read_text()
+    spoiled = text[: len(text) // 2] if how == "truncated" else "\x00garbage\n"
+    path.write_text(spoiled)
+    told: list[str] = []
+    again = bl.measure_baselines(config, ("raw",), (0,), tell=told.append)["raw"]
+    assert again.metrics == first.metrics  # measured again, the same
+    aside = path.with_name(f"{path.name}.unreadable")
+    assert aside.read_text() == spoiled and path.is_file()  # its bytes kept; a whole one written
+    (line,) = told
+    assert f"the cached raw baseline {path} cannot be read" in line
+    assert f"set aside as {aside.name}, measuring raw again" in line

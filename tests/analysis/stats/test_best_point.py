@@ -128,3 +128,44 @@ def test_factors_can_be_named_and_default_to_the_table_attrs():
     assert best_point(df, M, "max", factors=["batch_size"]).factors == {"batch_size": 64}
     df.attrs.clear()
     assert best_point(df, M, "max").factors == {}
+
+
+def _outcomes_of(run_ids: list[str], unread: dict[str, str]):
+    """Per-item outcomes for ``run_ids`` (10 items, all right), but those in ``unread`` (run id
+    -> problem), which are named unread instead."""
+    import numpy as np
+
+    from analysis.reading.outcomes import Outcomes, SystemOutcomes, Unread
+
+    items = np.arange(10)
+    held = {r: SystemOutcomes(items, items % 3, {M: items % 3}) for r in run_ids if r not in unread}
+    names = [Unread(f"trial {r}", r, f"/x/{r}/outcomes.parquet", p) for r, p in unread.items()]
+    return Outcomes(trials=held, unread=tuple(names))
+
+
+@pytest.mark.parametrize("problem", ["missing", "ArrowInvalid: not a parquet file"])
+def test_a_replicate_without_its_outcomes_falls_back_to_the_seeds_and_says_why(problem):
+    from analysis.findings.headline import best_sentence
+
+    df = frame([("p0", "finished", 0.1, 64, 0.80), ("p0", "finished", 0.1, 64, 0.84),
+                ("p1", "finished", 0.5, 64, 0.70)])  # fmt: skip
+    df["run_id"] = ["a", "b", "c"]
+    best = best_point(df, M, "max", outcomes=_outcomes_of(["a", "b", "c"], {"b": problem}))
+    assert best.point_id == "p0" and best.interval is None  # the t interval over the seeds
+    assert best.ci_low == pytest.approx(0.82 - T_1 * 0.02, abs=1e-12)
+    said = "are missing" if problem == "missing" else "cannot be read"
+    assert best.sources == f"seeds only (the per-item outcomes of trial b {said})"
+    line = best_sentence(best, {"metric": M, "mode": "max"})
+    assert f"counting seeds only (the per-item outcomes of trial b {said})" in line
+
+
+def test_a_single_replicate_without_its_outcomes_keeps_its_line_and_says_why():
+    from analysis.findings.headline import best_sentence
+
+    df = frame([("p0", "finished", 0.1, 64, 0.80), ("p1", "finished", 0.5, 64, 0.70)])
+    df["run_id"] = ["a", "c"]
+    best = best_point(df, M, "max", outcomes=_outcomes_of(["a", "c"], {"a": "missing"}))
+    assert best.point_id == "p0" and not best.has_interval
+    line = best_sentence(best, {"metric": M, "mode": "max"})
+    assert line.startswith("Highest probe/knn_top1_h observed at p0")
+    assert "one replicate, and the per-item outcomes of trial a are missing, so no interval" in line
