@@ -59,13 +59,17 @@ class Headline:
     against: str | None = None
     on_target: str | None = None
     confirmation: str | None = None
+    # a study whose trials are not all finished: that, said first ("study X is still running:
+    # 3 of 4 trials not finished; driver pid N on HOST …"); None once they are
+    unfinished: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"sentence": self.sentence, "target": self.target, "on_target": self.on_target,
                 "confirmation": self.confirmation,
                 "found": list(self.found), "not_detected": list(self.not_detected),
                 "best": self.best, "against_baselines": self.against,
-                "next_step": self.next_step, "lines": self.lines()}  # fmt: skip
+                "next_step": self.next_step, "unfinished": self.unfinished,
+                "lines": self.lines()}  # fmt: skip
 
     def lines(self, limit: int = TERMINAL_LINES) -> list[str]:
         """At most ``limit`` lines for a terminal: the sentence, what was found on the target
@@ -74,7 +78,8 @@ class Headline:
         best = " ".join(x for x in (self.best, self.against) if x) or None
         tail = [x for x in (best, self.next_step and f"Next: {self.next_step}") if x]
         missed = _missed_line(self.missed)
-        head = [self.sentence, *(x for x in (self.confirmation, self.on_target) if x)]
+        head = [self.sentence,
+                *(x for x in (self.unfinished, self.confirmation, self.on_target) if x)]
         room = max(limit - len(head) - len(tail) - (1 if missed else 0), 1)
         found = [f"Found: {s}" for s in self.found]
         if len(found) > room > 1:
@@ -97,6 +102,8 @@ class Headline:
         parts = [
             '<section id="headline">',
             f'<p class="lead">{html.escape(self.sentence)}</p>',
+            *([f'<p class="unfinished">{html.escape(self.unfinished)}</p>']
+              if self.unfinished else []),
             *(
                 [f'<p class="confirmation">{html.escape(self.confirmation)}</p>']
                 if self.confirmation
@@ -138,10 +145,13 @@ def headline(
     standings: tuple,
     next_step: NextStep | None,
     confirmation=None,
+    unfinished: str | None = None,
 ) -> Headline:
     """The :class:`Headline` of an analysed study (see the module docstring), from the parts
     :func:`analysis.study_analysis.analyse` assembles: it decides nothing of its own (the next
-    step is ``next_step``'s reason, :func:`analysis.findings.next_step.next_step`)."""
+    step is ``next_step``'s reason, :func:`analysis.findings.next_step.next_step`).
+    ``unfinished``: why the study's findings are not final (its trials still running, or left
+    unfinished by a driver that is gone): said first, and no next step is said."""
     df = results
     target = target_of(df)
     found, missed, labels = [], [], []
@@ -176,10 +186,11 @@ def headline(
         not_detected=tuple(missed),
         missed=tuple(labels),
         best=None if best is None else best_sentence(best, target),
-        next_step=None if next_step is None else next_step.sentence(),
+        next_step=None if next_step is None or unfinished else next_step.sentence(),
         against=None if best is None else standing_line(standings),
         on_target=on_target,
         confirmation=None if confirmation is None else confirmation.sentence(),
+        unfinished=unfinished,
     )
 
 
