@@ -155,3 +155,86 @@ def test_a_lease_of_another_host_counts_while_it_beats(tmp_path, monkeypatch):
     assert (stale.kind, stale.words()) == (DRIVER_GONE, "7 of 8 trials not finished; driver "
                                                         "gone (pid 4242 on elsewhere)")  # fmt: skip
     assert state_of({}, parent, trials).words() == "7 of 8 trials not finished; driver gone"
+
+
+# ---------------------------------------------------------------------------------------------
+# the finished study's cheap answer, given only while everything it rests on is unchanged
+# ---------------------------------------------------------------------------------------------
+def _reported(folder: Path) -> tuple[Path, str]:
+    """A recorded finished study as `study run` leaves it: its report and results in
+    studies/NAME, its study file, and the aims it was reported with on its parent run."""
+    import yaml
+    from mlflow.tracking import MlflowClient
+
+    from search_spaces.spec import load_spec
+    from study.finished import AIMS_TAG, aims_fingerprint
+
+    uri = record_study(folder)
+    assert _run(folder, "report", NAME, "--no-figures", "--tracking-uri", uri).returncode == 0
+    results = folder / "studies" / NAME / "results.parquet"
+    export = _run(folder, "export", NAME, "--out", str(results), "--tracking-uri", uri)
+    assert export.returncode == 0, export.stderr
+    file = folder / "study.yaml"
+    file.write_text(yaml.safe_dump(load_spec(None).canonical(), sort_keys=False))
+    client = MlflowClient(uri)
+    parent = client.search_runs([client.get_experiment_by_name(NAME).experiment_id],
+                                filter_string="tags.`study.role` = 'parent'")[0]  # fmt: skip
+    client.set_tag(parent.info.run_id, AIMS_TAG, aims_fingerprint(load_spec(file)))
+    return file, uri
+
+
+def _cheap(file: Path, uri: str) -> list[str] | None:
+    from study.finished import finished_run_lines
+
+    return finished_run_lines(str(file), smoke=False, tracking_uri=uri, storage=None)
+
+
+def _log_final(uri: str, key: str, metric: str, value: float) -> None:
+    """Change a trial's final value with MLflow's own client, as a user might."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    run = next(r for r in client.search_runs(
+        [client.get_experiment_by_name(NAME).experiment_id],
+        filter_string=f"tags.`study.trial_key` = '{key}'"))  # fmt: skip
+    step = max(m.step for m in client.get_metric_history(run.info.run_id, metric))
+    client.log_metric(run.info.run_id, metric, value, step=step)
+
+
+def test_a_metric_changed_in_mlflow_is_never_answered_from_the_stored_report(tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    file, uri = _reported(tmp_path)
+    stored = _cheap(file, uri)
+    assert stored is not None and "nothing to run" in stored[0]  # unchanged: the cheap answer
+    assert any("observed at p000" in line for line in stored)
+    for key in ("p001-r0", "p001-r1"):
+        _log_final(uri, key, "probe/knn_top1_h", 1.0)
+    assert _cheap(file, uri) is None  # the ordinary path: the record changed
+    again = _run(tmp_path, "report", NAME, "--json", "--tracking-uri", uri)
+    assert again.returncode == 0, again.stderr
+    best = json.loads(again.stdout)["best_point"]
+    assert (best["point_id"], best["mean"]) == ("p001", 1.0)  # the record's best, not the old
+
+
+@pytest.mark.parametrize("edit", ["description", "goals", "baselines"])
+def test_a_study_file_whose_unfingerprinted_parts_changed_goes_the_ordinary_way(
+    tmp_path, monkeypatch, edit
+):
+    import yaml
+
+    from search_spaces.spec import load_spec
+
+    monkeypatch.chdir(tmp_path)
+    file, uri = _reported(tmp_path)
+    assert _cheap(file, uri) is not None
+    data = yaml.safe_load(file.read_text())
+    if edit == "description":
+        data["description"] = "a new description, for MLflow"
+    elif edit == "goals":
+        data["goals"] = [{"metric": "probe/knn_top1_h", "goal": "max", "low": 0.9, "high": 1.0}]
+    else:
+        data["baselines"] = ["raw"]
+    file.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert load_spec(file).sha == load_spec(None).sha  # outside the fingerprint: it resumes
+    assert _cheap(file, uri) is None
