@@ -109,9 +109,10 @@ def _storage_root(record: StudyRecord | None) -> Path:
     from trainables.remote import is_remote
 
     where = recorded_storage(record.parent()) if record is not None else None
-    if where and not is_remote(where):
+    here = Path(STORAGE_DEFAULT)
+    if where and not is_remote(where) and Path(where.removeprefix("file://")) != here.resolve():
         return Path(where.removeprefix("file://"))
-    return Path(STORAGE_DEFAULT)
+    return here  # said as before: studies/<study>/report
 
 
 def copy_out(written: Path, folder: Path) -> None:
