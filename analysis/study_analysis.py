@@ -26,6 +26,7 @@ from analysis.findings.confirmation import Confirmation, confirmation
 from analysis.findings.direction import Direction, where_next
 from analysis.findings.headline import Headline, headline
 from analysis.findings.next_step import NextStep, next_step
+from analysis.reading.state import StudyState
 from analysis.stats.best import BestPoint, best_of_target, target_of
 from analysis.stats.desirability import DesirabilityOptimum, study_desirability
 from analysis.stats.fits import ResponseFit, fit_study
@@ -141,7 +142,10 @@ def analyse(
     (:func:`analysis.reading.load.load_outcomes`), when the record keeps them, make every accuracy's
     interval and comparison count the held-out items too. ``history``
     (:func:`analysis.reading.load.load_history`, with the target's column), when given, adds the
-    target's learning curves against the baselines (:mod:`analysis.stats.learning_curve`)."""
+    target's learning curves against the baselines (:mod:`analysis.stats.learning_curve`).
+    A study still running, or left unfinished by a driver that is gone (``df.attrs["state"]``,
+    :mod:`analysis.reading.state`), is said so first, and no next step is decided: only its
+    finished trials' values are results (a running trial's row carries none)."""
     fitted = fit_study(df, responses, outcomes)
     results, fits = fitted.results, fitted.fits
     target = target_of(results)
@@ -151,7 +155,12 @@ def analyse(
                                                  outcomes)  # fmt: skip
     verdict = confirmation(results, target, outcomes)
     metric = target["metric"]
-    step = next_step(results, fits.get(metric), directions.get(metric), best, fitted.items)
+    state = StudyState.from_json(results.attrs.get("state"))
+    unfinished = None if state is None or state.settled else state.not_final()
+    if unfinished:  # the next step waits for the trials it would rest on
+        step = NextStep("none", f"not decided yet: {state.words()}", metric)
+    else:
+        step = next_step(results, fits.get(metric), directions.get(metric), best, fitted.items)
     objectives = results.attrs.get("objectives") or []
     learning = _learning(history, metric, results, fitted.items)
     return StudyAnalysis(
@@ -171,6 +180,7 @@ def analyse(
         next_step=step,
         headline=headline(study=fitted.study, results=results, n_trials=fitted.n_trials,
                           fits=fits, best=best, standings=standing, next_step=step,
-                          confirmation=verdict, unread=getattr(outcomes, "unread", ())),
+                          confirmation=verdict, unread=getattr(outcomes, "unread", ()),
+                          unfinished=unfinished),
         learning=learning,
     )

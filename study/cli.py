@@ -576,7 +576,8 @@ def _recorded(name: str, uri: str) -> bool:
 
 def _starting(name: str, uri: str) -> str | None:
     """'study NAME: starting …' while a live driver holds the study's lease in the default
-    storage (studies/NAME/driver.lock), or has announced itself before taking it
+    storage (studies/NAME/driver.lock) or in the record (wherever its storage is), or has
+    announced itself before taking it
     (:mod:`study.starting`), but has recorded nothing yet; None otherwise."""
     import socket
     import time
@@ -587,6 +588,8 @@ def _starting(name: str, uri: str) -> str | None:
 
     text = read_regular(Path("studies") / name / LEASE_FILE)  # never a FIFO, a link
     holder = Holder.from_text(text.decode(errors="replace")) if text else None
+    if holder is None:  # a study run with --storage elsewhere: its lease in the record
+        holder = Holder.from_text(_lease_in_record(name, uri))
     if holder is None:
         early = announced(name, uri)
         if early is None:
@@ -598,6 +601,22 @@ def _starting(name: str, uri: str) -> str | None:
         return None
     return (f"study {name}: starting, its driver running ({holder.describe(time.time())}); "
             "nothing is recorded yet: its trials are listed here once it has opened its record")
+
+
+def _lease_in_record(name: str, uri: str) -> str | None:
+    """The lease the study's experiment holds (its tag ``study.driver``, written before any
+    run: :mod:`study.lease`), wherever the study's storage is; None when there is none."""
+    from analysis.reading.record import find_experiment
+    from analysis.reading.state import LEASE_TAG
+    from analysis.reading.store import read_client, store_exists
+
+    try:
+        if not store_exists(uri):
+            return None
+        experiment = find_experiment(read_client(uri), name)
+        return None if experiment is None else (experiment.tags or {}).get(LEASE_TAG)
+    except Exception:  # a store that cannot be read: status says why next
+        return None
 
 
 def trial_state(run) -> str:
@@ -681,6 +700,18 @@ def export(
         _fail(StudyError(f"--out {out}: cannot write the results there{folder} ({err}); "
                          "nothing was written"))  # fmt: skip
     echo(f"wrote {path} ({len(record.trial_runs())} rows)")
+    if note := _not_finished(record):  # said, not hidden: those rows carry no results yet
+        echo(f"{note}: the unfinished trials' rows have no results yet")
+
+
+def _not_finished(record) -> str:
+    """``study NAME: 3 of 4 trials not finished; driver pid N on HOST`` (or ``driver gone
+    (pid N on HOST)``) while the study is not finished (:mod:`analysis.reading.state`); ""
+    once it is."""
+    from analysis.reading.state import study_state
+
+    words = study_state(record).words()
+    return f"study {record.study}: {words}" if words else ""
 
 
 @command()
@@ -768,9 +799,10 @@ def _stored_basis(record, trials: list[tuple[str, str, str]], metric: str):
     that report was made from exactly these ``trials`` and the run's artifacts are on this
     machine; None otherwise (the caller fits afresh). Reads only."""
     from analysis.stats.power import BASIS_FILE, read_basis, trials_fingerprint
+    from study.finished import fresh_report
 
-    folder = _local_folder(record.parent().info.artifact_uri)
-    path = folder / "report" / BASIS_FILE if folder else None
+    folder = fresh_report(record)  # none while it runs, or once its metrics were changed
+    path = folder / BASIS_FILE if folder else None
     if path is None or not path.is_file():
         return None
     return read_basis(path.read_text(), trials_fingerprint(trials), metric)
@@ -852,6 +884,8 @@ def power(
 
     uri = tracking_uri or default_tracking_uri()
     record, trials = _finished_trials(name, uri)
+    if note := _not_finished(record):  # the error is the finished trials' alone
+        echo(f"{note}: this answer rests on the trials finished so far")
     try:
         if not 0 < power_ < 1 or not 0 < alpha < 1:
             raise StudyError(f"--power {power_} and --alpha {alpha} must lie in (0, 1)")
@@ -974,7 +1008,9 @@ def augment(
         f", alpha {structure['alpha']:.4g}); block 1: {structure['blocks']['1']} finished "
         f"trials, block 2: {done.new_trials} new axial and centre trials"
     )
-    echo(f"run them: {shell_command(tool('study'), 'run', str(done.path), '--tracking-uri', uri)}")
+    again = shell_command(tool("study"), "run", str(done.path), "--tracking-uri", uri,
+                          *_storage_options(done.spec.study, uri))  # fmt: skip
+    echo(f"run them: {again}")
 
 
 @command("next")
@@ -1038,7 +1074,27 @@ def next_study_file(
         f"{totals['trials']} trials of {totals['examples_per_trial']} examples each"
         + (f"; {done.cost}" if done.cost else "")
     )
-    echo(f"run it: {shell_command(tool('study'), 'run', str(done.path), '--tracking-uri', uri)}")
+    from search_spaces.spec import load_spec
+
+    ran = _storage_options(load_spec(spec).study, uri)  # the finished study's storage
+    again = shell_command(tool("study"), "run", str(done.path), "--tracking-uri", uri, *ran)
+    echo(f"run it: {again}")
+
+
+def _storage_options(name: str, uri: str) -> list[str]:
+    """``["--storage", X]`` when study ``name`` ran with a storage other than ``studies`` here
+    (its record says which: :func:`analysis.reading.state.recorded_storage`), so that the
+    command printed for its follow-up keeps its results beside it; [] otherwise."""
+    from analysis.reading.state import recorded_storage
+    from study.record import StudyRecord
+
+    try:
+        where = recorded_storage(StudyRecord.existing(uri, name, read_only=True).parent())
+    except Exception:  # a record that cannot be read: the default storage
+        return []
+    if not where or where == str(Path("studies").resolve()):
+        return []
+    return ["--storage", where]
 
 
 @command()

@@ -9,12 +9,18 @@ takes to import torch. It answers only when that is exactly what ``study run`` w
 - the study is recorded, its parent run FINISHED, from the same study file (its ``spec_sha``);
 - its design has nothing left to run (the design's own schedule decides, as on a resume);
 - its results and report lie in a local storage folder, and the stored report was made from
-  exactly the trials the record holds now (:func:`stored_report`).
+  exactly what the record holds now (:func:`stored_report`): the same trials with the same
+  metrics, goals, baselines and confirmation (:func:`analysis.reading.record.results_fingerprint`),
+  none of them still running;
+- the parts of the study file outside its fingerprint that the report or MLflow's description
+  read (the description, baselines, goals, confirms: :func:`aims_fingerprint`) are those the
+  last run that wrote a report recorded (the parent's tag ``study.aims_sha``).
 
-Anything else (a new or unfinished study, a changed file, a bucket, a stale or missing report)
-goes the ordinary way, which resumes, refuses or re-reports as it always has. A file of the last
-run that is there but spoiled (a truncated or garbage ``report.json``, planning basis or
-``results.parquet``; one of them deleted while the others are there) is named on stderr with
+Anything else (a new or unfinished study, a changed file, a metric changed in MLflow, a bucket, a
+stale or missing report) goes the ordinary way, which resumes, refuses or re-reports as it always
+has: with nothing left to run it runs no trial, and records and reports what changed. A file of
+the last run that is there but spoiled (a truncated or garbage ``report.json``, planning basis
+or ``results.parquet``; one of them deleted while the others are there) is named on stderr with
 what is done instead: the ordinary way writes the results and the report again from the record.
 """
 
@@ -25,6 +31,51 @@ from pathlib import Path
 
 RESULTS_FILE = "results.parquet"  # as study.runner names them (it imports this module's names)
 REPORT_DIR = "report"
+# beside a report: the fingerprint of what it was made from (analysis.reading.record)
+INPUTS_FILE, INPUTS_VERSION = "inputs.json", 1
+# the parent run's tag: the aims (aims_fingerprint) of the study file its last report was run with
+AIMS_TAG = "study.aims_sha"
+AIMS = ("description", "baselines", "goals", "confirms")  # outside spec_sha: no trial changes
+
+
+def aims_fingerprint(spec) -> str:
+    """A fingerprint of the study file's parts that change no trial (so lie outside its
+    ``spec_sha``) but that its report or its MLflow description read: a study run again with a
+    new description, new goals, baselines or confirmation is recorded and reported again."""
+    import hashlib
+
+    data = spec.model_dump(mode="json")
+    text = json.dumps({name: data.get(name) for name in AIMS}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def inputs_text(record) -> str:
+    """What a report made now from ``record`` rests on, as :data:`INPUTS_FILE` keeps it."""
+    from analysis.reading.record import results_fingerprint
+
+    fingerprint = results_fingerprint(record.client, record.study)
+    return json.dumps({"version": INPUTS_VERSION, "record": fingerprint})
+
+
+def fresh_report(record) -> Path | None:
+    """The local folder of the study's last report (``report/`` of its parent run's artifacts)
+    when that report still holds: the study is not running (:mod:`analysis.reading.state`) and
+    the record gives exactly what the report was made from (:data:`INPUTS_FILE`); None
+    otherwise. Reads only."""
+    from analysis.reading.state import study_state
+    from analysis.reading.store import local_folder
+
+    parent = record.parent()
+    folder = local_folder(parent.info.artifact_uri) if parent is not None else None
+    inputs = folder / REPORT_DIR / INPUTS_FILE if folder is not None else None
+    if inputs is None or not inputs.is_file() or not study_state(record).settled:
+        return None
+    try:
+        if json.loads(inputs.read_text()) != json.loads(inputs_text(record)):
+            return None
+    except (ValueError, OSError):
+        return None
+    return folder / REPORT_DIR
 
 
 RUN_INSTEAD = "the results and the report are written again from the record"
@@ -75,15 +126,11 @@ def _tell(line: str) -> None:
 def stored_report(
     name: str, uri: str, record=None, instead: str = REPORT_INSTEAD, tell=_tell
 ) -> str | None:
-    """The JSON summary the study's last report left on its parent run, when that report was
-    made from exactly the trials the record holds now (the planning basis beside it names them)
-    and its artifacts are on this machine; None otherwise (the report is made afresh). Reads
-    only: nothing is fitted, drawn or written. A stored report or basis that is there but
-    spoiled (or one of the two gone) is named through ``tell``, with ``instead``: what the
-    caller does instead."""
-    from analysis.reading.record import trial_status
-    from analysis.reading.store import local_folder
-    from analysis.stats.power import BASIS_FILE, BASIS_VERSION, trials_fingerprint
+    """The JSON summary the study's last report left on its parent run, when that report still
+    holds (:func:`fresh_report`) and its artifacts are on this machine; None otherwise (the
+    report is made afresh). Reads only: nothing is fitted, drawn or written. A stored report
+    that is there but spoiled is named through ``tell``, with ``instead``: what the caller does
+    instead."""
     from study.record import StudyRecord
 
     if record is None:
@@ -91,28 +138,15 @@ def stored_report(
             record = StudyRecord.existing(uri, name, read_only=True)
         except LookupError:
             return None
-    parent = record.parent()
-    folder = local_folder(parent.info.artifact_uri) if parent is not None else None
-    if folder is None:
+    folder = fresh_report(record)
+    report = folder / "report.json" if folder is not None else None
+    if report is None or not report.exists():
         return None
-    basis, report = folder / REPORT_DIR / BASIS_FILE, folder / REPORT_DIR / "report.json"
-    if not (basis.exists() or report.exists()):
-        return None  # never reported: nothing is spoiled
-    for path in (basis, report):
-        problem = json_problem(path)
-        if problem is not None:
-            tell(f"the stored report's {path} {problem}: {instead}")
-            return None
-    trials = [(key, run.info.run_id, trial_status(run))
-              for key, run in sorted(record.trial_runs().items())]  # fmt: skip
-    data = json.loads(basis.read_text())
-    if not isinstance(data, dict) or data.get("version") != BASIS_VERSION or (
-            data.get("trials") != trials_fingerprint(trials)):  # fmt: skip
-        return None  # made from other trials, or by another version: stale, not spoiled
-    found = json.loads(report.read_text())
+    problem = json_problem(report)
+    found = json.loads(report.read_text()) if problem is None else None
     if not isinstance(found, dict):
-        tell(f"the stored report's {report} cannot be read (not a report's JSON object): "
-             f"{instead}")  # fmt: skip
+        problem = problem or "cannot be read (not a report's JSON object)"
+        tell(f"the stored report's {report} {problem}: {instead}")
         return None
     return json.dumps(found, default=str)  # as a fresh one prints
 
@@ -163,6 +197,8 @@ def _lines(spec_path, smoke, tracking_uri, storage) -> list[str] | None:
         return None
     if parent.data.tags.get("study.spec_sha") != spec.sha:
         return None
+    if parent.data.tags.get(AIMS_TAG) != aims_fingerprint(spec):
+        return None  # a new description, goals, baselines or confirmation: recorded, reported
     design = build_design(spec)
     schedule = design.schedule(record.past_trials())
     if schedule.remaining:
@@ -204,6 +240,22 @@ def _where(record, spec, uri: str, report: Path, results: Path) -> list[str]:
     return [
         f"report: {report}",
         f"results: {results}",
+        *places_lines(uri, str(results.parent.parent)),
         f"MLflow UI: {ui_command(uri)}",
         f"its trials, factors and key metrics, sorted by {spec.target.metric}: {table}",
     ]
+
+
+def places_lines(uri: str, storage: str) -> list[str]:
+    """``store: URI; storage: FOLDER`` when the store (an embedded one's file) or the storage
+    (``studies`` by default) is not in the current folder: a study run from a folder of its
+    own says where the record and the results went; [] when both are here."""
+    from trainables.remote import is_remote, redacted
+
+    here = Path.cwd().resolve()
+    embedded = uri.startswith("sqlite:///")
+    store_here = embedded and Path(uri.removeprefix("sqlite:///")).resolve().parent == here
+    storage_here = not is_remote(storage) and Path(storage).resolve() == here / "studies"
+    if store_here and storage_here:
+        return []
+    return [f"store: {redacted(uri)}; storage: {redacted(storage)}"]

@@ -21,7 +21,7 @@ from analysis.stats.units import level
 from analysis.study_analysis import analyse
 from search_spaces.designs import ABBREVIATIONS
 from study.export import results_table
-from study.finished import REPORT_DIR
+from study.finished import INPUTS_FILE, REPORT_DIR, inputs_text
 from study.mlflow_views import point_to_report
 from study.paths import refuse
 from study.record import EVIDENCE_ARTIFACTS, MAX_TAG, SOURCE_RETURN_PNG, StudyRecord
@@ -41,6 +41,7 @@ def make_report(
     tracking_uri: str,
     stored_as: str | None = None,
     figures: bool = True,
+    from_record: bool | None = None,
 ) -> tuple[dict[str, Any], Path]:
     """Analyse a study from its record and/or a results Parquet, and write the report.
 
@@ -49,19 +50,25 @@ def make_report(
     the experiment's description points at the report (and at ``stored_as``, where the report
     is kept once written: the study's storage; the folder itself when None). ``figures=False``
     writes it without its figures (:func:`analysis.report.page.write_report`). Returns (the JSON
-    summary, the folder). ``results`` may be a path or a URI pyarrow reads.
+    summary, the folder). ``results`` may be a path or a URI pyarrow reads. ``out`` by default:
+    ``<storage>/<study>/report`` in the storage the study ran with (:func:`report_folder`).
+    ``from_record`` (by default: no ``results`` given) says the table is the record's as it is
+    now: the report then keeps what it rests on (:data:`study.finished.INPUTS_FILE`), so that a
+    rerun of the finished study answers from it while that still holds.
     """
     # A results file, when given, is the table (the study just wrote it, or the user has it);
     # the record, when there is one, adds the histories and receives the report.
     df = read_results(results) if results is not None else results_frame(results_table(record))
     if record is None:
         record = _record_if_present(df.attrs.get("study", ""), tracking_uri)
+    from_record = results is None if from_record is None else from_record
+    inputs = inputs_text(record) if record is not None and from_record else None
     # the histories: the trajectories' figures, and the target's learning curves (one query)
     target = target_of(df)["metric"]
     metrics = tuple(dict.fromkeys((*HISTORY_METRICS, target)))
     history = load_history(record.study, tracking_uri, metrics) if record else None
     study = df.attrs.get("study") or "study"
-    folder = Path(out) if out else Path("studies") / study / "report"
+    folder = Path(out) if out else report_folder(record, study)
     analysis = analyse(df, outcomes=study_outcomes(record, tracking_uri), history=history)
     parent = record.parent() if record is not None else None
     # Written into a fresh folder of its own, never into ``out`` itself: only what the report
@@ -76,6 +83,8 @@ def make_report(
                 analysis, written, history, panels=panels, source_return=tables, figures=figures
             )
         _write_power_bases(analysis, df, written)
+        if inputs is not None:
+            (written / INPUTS_FILE).write_text(inputs)
         if parent is not None:
             record.client.log_artifacts(parent.info.run_id, str(written), "report")
         copy_out(written, folder)
@@ -84,6 +93,26 @@ def make_report(
         record.set_parent_note(parent.info.run_id, note)
         point_to_report(record, parent.info.run_id, stored_as or folder / "report.html")
     return analysis.to_json(), folder
+
+
+def report_folder(record: StudyRecord | None, study: str) -> Path:
+    """Where a study's report goes by default: ``<storage>/<study>/report`` in the storage its
+    record says it ran with (``study run --storage X``), whatever folder the command runs in;
+    ``studies/<study>/report`` here for a study recorded before that was kept, or whose storage
+    is a bucket (the report is attached to its parent run all the same)."""
+    return _storage_root(record) / study / REPORT_DIR
+
+
+def _storage_root(record: StudyRecord | None) -> Path:
+    """The study's local storage folder, from its record; ``studies`` here otherwise."""
+    from analysis.reading.state import recorded_storage
+    from trainables.remote import is_remote
+
+    where = recorded_storage(record.parent()) if record is not None else None
+    here = Path(STORAGE_DEFAULT)
+    if where and not is_remote(where) and Path(where.removeprefix("file://")) != here.resolve():
+        return Path(where.removeprefix("file://"))
+    return here  # said as before: studies/<study>/report
 
 
 def copy_out(written: Path, folder: Path) -> None:
@@ -116,6 +145,8 @@ def own_folders(record: StudyRecord | None) -> list[tuple[Path, str]]:
     storage ``studies/`` here, and the experiment's artifact root on this machine with the
     storage that holds it (the product puts it at ``<storage>/mlartifacts``)."""
     found = [(Path(STORAGE_DEFAULT).resolve(), STORAGE_WORDS)]
+    if _storage_root(record).resolve() != found[0][0]:  # the storage the study ran with
+        found.append((_storage_root(record).resolve(), STORAGE_WORDS))
     if record is not None:
         location = record.client.get_experiment(record.experiment_id).artifact_location
         root = local_folder(location)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import yaml
 
+from analysis.reading.state import STORAGE_TAG
 from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPlan, build_design
 from search_spaces.spec import (
     StudyError,
@@ -43,7 +44,7 @@ from study.baselines import measure_for_study
 from study.cluster import LOST_AFTER_S, reach_cluster, watch_cluster
 from study.commands import shell_command, tool, ui_command
 from study.export import export_parquet
-from study.finished import REPORT_DIR, RESULTS_FILE
+from study.finished import AIMS_TAG, REPORT_DIR, RESULTS_FILE, aims_fingerprint, places_lines
 from study.internals.mlflow import store_engine
 from study.internals.python import exit_now
 from study.internals.ray import (
@@ -931,6 +932,7 @@ def _report(
             tracking_uri=tracking_uri,
             stored_as=stored_as,
             figures=figures,
+            from_record=True,  # the results were exported from the record a moment ago
         )
         return list(summary["headline"]["lines"])
     except Exception as err:  # the study itself is complete and recorded
@@ -1009,6 +1011,7 @@ def run_study(
             with ray_here:  # Ray stops before the lease is let go: no trial outlives it
                 record, parent_id = _open_record(tracking_uri, spec, design, source_text, artifacts)
                 opened.append((record, parent_id))
+                record.client.set_tag(parent_id, STORAGE_TAG, redacted(storage.uri))  # found again
                 _open_study.append((record, parent_id, functools.partial(
                     _interrupted, spec, rerun, True)))  # fmt: skip
                 measure_for_study(spec, design, record, parent_id, quiet)
@@ -1028,6 +1031,8 @@ def run_study(
                 results, findings = _export_and_report(
                     record, parent_id, study, spec, tracking_uri, rerun, figures
                 )
+                if findings is not None:  # reported with these aims: the cheap answer's check
+                    record.client.set_tag(parent_id, AIMS_TAG, aims_fingerprint(spec))
             counts = record.status_counts()
             ok = set(counts) <= {"FINISHED"} and counts.get("FINISHED", 0) == design.total
             still_held()
@@ -1046,21 +1051,25 @@ def run_study(
         time.perf_counter() - t0, record.logging_s, trial_s, time.perf_counter() - tail_from,
     )  # fmt: skip
     if not quiet:
-        _print_ending(outcome, findings, study.uri_of(REPORT_DIR, "report.html"), record, spec)
+        _print_ending(outcome, findings, study.uri_of(REPORT_DIR, "report.html"), record, spec,
+                      storage.uri)  # fmt: skip
     return outcome
 
 
 def _print_ending(
     outcome: StudyOutcome, findings: list[str] | None, report: str, record: StudyRecord,
-    spec: StudySpec,
+    spec: StudySpec, storage: str = "studies",
 ) -> None:  # fmt: skip
     """What ``study run`` says last: the findings (at most six lines: the headline of the
-    report, ``analysis.findings.headline``), then where everything is."""
+    report, ``analysis.findings.headline``), then where everything is (the store and the
+    storage too when either is not in the current folder)."""
     for line in findings or [f"study {spec.study}: {outcome.counts}"]:
         say(line)
     if findings is not None:
         say(f"report: {report}")
     say(f"results: {outcome.results}")
+    for line in places_lines(outcome.tracking_uri, storage):
+        say(line)
     say(f"MLflow UI: {ui_command(outcome.tracking_uri)}")
     table = ui_url(outcome.tracking_uri) + view_link(record.experiment_id, TRIALS_VIEW)
     say(f"its trials, factors and key metrics, sorted by {spec.target.metric}: {table}")

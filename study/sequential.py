@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.reading.state import RUNNING, study_state
 from search_spaces.designs import FixedDesign, build_design
 from search_spaces.sequential import (
     augment_spec,
@@ -85,9 +86,14 @@ def check_finished(spec: StudySpec, uri: str, file: Path, augmenting: bool = Tru
     if unfinished:
         done = design.total - len(unfinished)
         shown = ", ".join(unfinished[:5]) + (" …" if len(unfinished) > 5 else "")
+        state = study_state(record)  # still running, or left so by a driver that is gone
+        if state.kind == RUNNING:
+            then = "; wait for its driver to finish it"
+        else:
+            then = f"; finish it first (re-running resumes it): {run}"
         raise StudyError(
             f"study {spec.study!r} is not finished: {done} of {design.total} trials FINISHED "
-            f"({shown}); finish it first (re-running resumes it): {run}"
+            f"({shown})" + (f": {state.words()}" if state.words() else "") + then
         )
 
 

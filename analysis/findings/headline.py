@@ -66,6 +66,9 @@ class Headline:
     # responses no model could fit for want of finite values, each with its count
     unfitted: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # a study whose trials are not all finished: that, said first ("study X is still running:
+    # 3 of 4 trials not finished; driver pid N on HOST …"); None once they are
+    unfinished: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"sentence": self.sentence, "target": self.target, "on_target": self.on_target,
@@ -74,6 +77,7 @@ class Headline:
                 "unfitted": list(self.unfitted),
                 "best": self.best, "against_baselines": self.against,
                 "next_step": self.next_step, "notes": list(self.notes),
+                "unfinished": self.unfinished,
                 "lines": self.lines()}  # fmt: skip
 
     def lines(self, limit: int = TERMINAL_LINES) -> list[str]:
@@ -83,7 +87,8 @@ class Headline:
         best = " ".join(x for x in (self.best, self.against) if x) or None
         tail = [x for x in (best, self.next_step and f"Next: {self.next_step}") if x]
         missed = _missed_line(self.missed, self.unfitted)
-        head = [self.sentence, *(x for x in (self.confirmation, self.on_target) if x)]
+        head = [self.sentence,
+                *(x for x in (self.unfinished, self.confirmation, self.on_target) if x)]
         room = max(limit - len(head) - len(tail) - (1 if missed else 0), 1)
         found = [f"Found: {s}" for s in self.found]
         if len(found) > room > 1:
@@ -107,6 +112,8 @@ class Headline:
         parts = [
             '<section id="headline">',
             f'<p class="lead">{html.escape(self.sentence)}</p>',
+            *([f'<p class="unfinished">{html.escape(self.unfinished)}</p>']
+              if self.unfinished else []),
             *(
                 [f'<p class="confirmation">{html.escape(self.confirmation)}</p>']
                 if self.confirmation
@@ -153,10 +160,13 @@ def headline(
     next_step: NextStep | None,
     confirmation=None,
     unread: tuple = (),
+    unfinished: str | None = None,
 ) -> Headline:
     """The :class:`Headline` of an analysed study (see the module docstring), from the parts
     :func:`analysis.study_analysis.analyse` assembles: it decides nothing of its own (the next
-    step is ``next_step``'s reason, :func:`analysis.findings.next_step.next_step`)."""
+    step is ``next_step``'s reason, :func:`analysis.findings.next_step.next_step`).
+    ``unfinished``: why the study's findings are not final (its trials still running, or left
+    unfinished by a driver that is gone): said first, and no next step is said."""
     df = results
     target = target_of(df)
     found, missed, labels = [], [], []
@@ -193,12 +203,13 @@ def headline(
         not_detected=tuple(missed),
         missed=tuple(labels),
         best=None if best is None else best_sentence(best, target),
-        next_step=None if next_step is None else next_step.sentence(),
+        next_step=None if next_step is None or unfinished else next_step.sentence(),
         against=None if best is None else standing_line(standings),
         on_target=on_target,
         confirmation=None if confirmation is None else confirmation.sentence(),
         unfitted=tuple(unfitted),
         notes=tuple(_capital(u.sentence()) + "." for u in unread),
+        unfinished=unfinished,
     )
 
 

@@ -101,6 +101,9 @@ def results_frame(table: pa.Table) -> pd.DataFrame:
     frame.attrs["goals"] = json.loads(meta.get("goals") or "[]")
     frame.attrs["objectives"] = json.loads(meta.get("objectives") or "[]")
     frame.attrs["confirms"] = json.loads(meta.get("confirms") or "null")
+    # {"kind", "total", "not_finished", "pid", "host"} (analysis.reading.state); absent from
+    # exports made before it was kept
+    frame.attrs["state"] = json.loads(meta.get("state") or "null")
     return frame
 
 

@@ -16,6 +16,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from analysis.reading.sqlite_reader import ACTIVE_ONLY
+from analysis.reading.state import UNFINISHED, state_of
 from analysis.reading.store import read_client, store_exists
 from trainables.remote import redacted
 
@@ -136,7 +137,10 @@ def study_runs(client, experiment_id: str, role: str) -> list:
 
 def trial_status(run) -> str:
     """A child run's results status: the trial's own word (finished, failed, killed) when it
-    set one, else the run's status in lower case."""
+    set one, else the run's status in lower case; a run not ended says so (running, scheduled),
+    whatever an earlier attempt's word was."""
+    if run.info.status in UNFINISHED:
+        return run.info.status.lower()
     return run.data.tags.get("study.trial_status") or run.info.status.lower()
 
 
@@ -155,6 +159,8 @@ def trial_row(study: str, key: str, run, factors: list[str]) -> dict[str, Any]:
     row |= {name: config[name] for name in factors if name in config}
     row |= {name: value for name, value in config.items() if name not in factors}
     row |= {"derived." + k.removeprefix("derived/"): v for k, v in derived.items()}
+    if run.info.status in UNFINISHED:  # a running trial's metrics are partial: no result yet
+        metrics = {}
     row |= {k: v for k, v in metrics.items() if k not in SUMMARY_METRICS}
     row |= {column: metrics.get(k) for k, column in SUMMARY_METRICS.items()}
     row |= {name: tags.get(f"study.{name}") for name in PLACEMENT}
@@ -211,6 +217,25 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
     Raises:
         LookupError: no experiment of that name, or it was deleted.
     """
+    return rows_table(*results_rows(client, study, spec_sha))
+
+
+def results_fingerprint(client, study: str) -> str:
+    """A fingerprint of everything a report of ``study`` reads from its record: every trial's
+    row (its status, factors and every metric's latest value) and the table's metadata (the
+    target, goals, confirmation, baselines, checks, whether it is still running). A report
+    stored with it answers again only while the record still gives the same (a metric changed
+    with MLflow's client, new goals or baselines change it). Raises LookupError as
+    :func:`results_table`."""
+    import hashlib
+
+    rows, metadata = results_rows(client, study)
+    text = json.dumps([rows, metadata], sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def results_rows(client, study: str, spec_sha: str = "") -> tuple[list[dict[str, Any]], dict]:
+    """(one row per child run, the table's metadata) of :func:`results_table`."""
     experiment = find_experiment(client, study)
     if experiment is None or experiment.lifecycle_stage != "active":
         state = "was deleted" if experiment is not None else "does not exist"
@@ -229,8 +254,11 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
             row["block"] = blocks[row["trial_key"]]
     checks = {k.removeprefix("study.check."): v for k, v in tags.items()
               if k.startswith("study.check.")}  # fmt: skip
+    state = state_of(experiment.tags or {}, parent, trials)
     metadata = {
         "study": study,
+        # whether the study is still running (analysis.reading.state): its findings wait for it
+        "state": json.dumps(state.to_json()),
         "spec_sha": spec_sha or tags.get("study.spec_sha", ""),
         "factors": json.dumps(factors),
         "checks": json.dumps(checks),
@@ -259,7 +287,7 @@ def results_table(client, study: str, spec_sha: str = "") -> pa.Table:
             "",
         ),
     }
-    return rows_table(rows, metadata)
+    return rows, metadata
 
 
 def architecture_baselines(tags: dict[str, str]) -> str:

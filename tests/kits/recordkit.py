@@ -96,3 +96,36 @@ def planted_outcomes(record: StudyRecord, run_id: str, final: dict, n: int, i: i
     record.log_evidence(run_id, {"outcomes": {"item": items, "label": labels,
                                               "predictions": predictions}})  # fmt: skip
     return exact
+
+
+def plant_running(uri: str, name: str = NAME, finished: int = 1, pid: int | None = None,
+                  host: str | None = None) -> list[str]:
+    """Turn a recorded study (:func:`record_study`) into one that is still running, or whose
+    driver is gone: its first ``finished`` trials (by key) stay FINISHED, the others and the
+    parent run are RUNNING again (their metrics as they were, partial values of a running
+    trial), and the experiment's lease tag (``study.driver``, as :mod:`study.lease` writes it)
+    names ``pid`` on ``host`` (this host by default): a live process there is a running
+    driver, a dead one a driver gone; ``pid`` None leaves no lease (a driver that let it go).
+    Returns the keys of the trials left RUNNING."""
+    import json
+    import socket
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(name)
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    trials = sorted((r for r in runs if r.data.tags.get("study.role") == "trial"),
+                    key=lambda r: r.data.tags["study.trial_key"])  # fmt: skip
+    for run in trials[finished:]:
+        client.update_run(run.info.run_id, status="RUNNING")
+    for run in runs:
+        if run.data.tags.get("study.role") == "parent":
+            client.update_run(run.info.run_id, status="RUNNING")
+    if pid is not None:
+        now = time.time()
+        holder = {"token": "planted", "host": host or socket.gethostname(), "pid": pid,
+                  "since": now, "beat": now}  # fmt: skip
+        client.set_experiment_tag(experiment.experiment_id, "study.driver", json.dumps(holder))
+    return [r.data.tags["study.trial_key"] for r in trials[finished:]]

@@ -184,7 +184,8 @@ def test_unfinished_factorial_is_refused_naming_its_trials(workdir):
     for plan in design.trials[:3]:
         record.finish_trial(record.ensure_trial_run(plan, parent, spec.sha), {})
     with pytest.raises(StudyError, match=r"not finished: 3 of 4 trials FINISHED \(p003-r0: "
-                       r"not run\); finish it first"):  # fmt: skip
+                       r"not run\): 1 of 4 trials not finished; driver gone; "
+                       r"finish it first"):  # fmt: skip
         augment_study(workdir / "toy.yaml", tracking_uri=uri)
     assert not (workdir / "toy-ccd.yaml").exists()
 
