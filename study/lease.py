@@ -181,6 +181,14 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def holder_alive(holder: Holder, now: float) -> bool:
+    """Whether the driver a lease names still runs: on this host, while its process is alive; on
+    another, while its heartbeat is younger than :func:`timeout_s`."""
+    if holder.host == socket.gethostname():
+        return pid_alive(holder.pid)
+    return now - holder.beat < timeout_s()
+
+
 class DriverLease:
     """The study's lease, held for the ``with`` block (see the module docstring).
 

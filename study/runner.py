@@ -42,6 +42,7 @@ from search_spaces.spec import (
 from study.baselines import measure_for_study
 from study.cluster import LOST_AFTER_S, reach_cluster, watch_cluster
 from study.commands import shell_command, tool, ui_command
+from study.driver_gone import RUN_COMMAND_TAG
 from study.export import export_parquet
 from study.finished import REPORT_DIR, RESULTS_FILE
 from study.internals.mlflow import store_engine
@@ -65,6 +66,13 @@ from study.record import (
     check_store,
     check_tracking_uri,
     default_tracking_uri,
+)
+from study.stopping import (
+    STOP_SIGNALS,
+    new_study,
+    record_closed,
+    record_opened,
+    watch_stop_signals,
 )
 from study.storage import Storage, check_writable, open_storage
 from study.terminal import say
@@ -101,12 +109,10 @@ class StudyInterruptedError(RuntimeError):
         self.signum = int(signum)
 
 
-# The signals that stop a study the same way: every one of them ends its runs KILLED. A cluster
-# scheduler (Slurm, Kubernetes, a spot instance) stops a job with SIGTERM, then SIGKILL after a
-# grace period; Ray's ray.init sets SIGTERM to sys.exit, so the handlers are set again after it.
-STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
-)
+# The signals that stop a study the same way (STOP_SIGNALS: SIGINT, SIGTERM, SIGHUP): every one
+# of them ends its runs KILLED, first of all and at once (study.stopping). A cluster scheduler
+# (Slurm, Kubernetes, a spot instance) stops a job with SIGTERM, then SIGKILL after a grace
+# period; Ray's ray.init sets SIGTERM to sys.exit, so the handlers are set again after it.
 _stopped_by: list[int] = []  # the signal that stopped this process's study, once one has
 
 
@@ -155,11 +161,13 @@ _holding: list[bool] = [False]  # between hold_sigint and release_sigint: stops 
 
 
 def catch_stop_signals() -> None:
-    """SIGINT, SIGTERM and SIGHUP stop the study as Ctrl-C does (main thread only); while the
+    """SIGINT, SIGTERM and SIGHUP stop the study as Ctrl-C does (main thread only), the open
+    study's runs ended KILLED first (:func:`study.stopping.watch_stop_signals`); while the
     cleanup after a stop holds them (:func:`hold_sigint`), they stay ignored."""
     if threading.current_thread() is threading.main_thread():
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN if _holding[0] else _stop)
+        watch_stop_signals()
 
 
 @contextlib.contextmanager
@@ -912,6 +920,7 @@ def run_study(
             (none left RUNNING), what was logged stays, and the message says what to run next.
     """
     t0 = time.perf_counter()
+    new_study()  # a stop of an earlier study in this process is not this one's
     spec = load_spec(spec_path)
     source = Path(spec_path) if spec_path else None
     source_text = (
@@ -952,7 +961,9 @@ def run_study(
         interrupted = False
         try:
             with ray_here:  # Ray stops before the lease is let go: no trial outlives it
-                record, parent_id = _open_record(tracking_uri, spec, design, source_text, artifacts)
+                record, parent_id = _open_record(
+                    tracking_uri, spec, design, source_text, artifacts, rerun
+                )
                 opened.append((record, parent_id))
                 _open_study.append((record, parent_id, functools.partial(
                     _interrupted, spec, rerun, True)))  # fmt: skip
@@ -975,6 +986,7 @@ def run_study(
             counts = record.status_counts()
             ok = set(counts) <= {"FINISHED"} and counts.get("FINISHED", 0) == design.total
             record.finish_parent(parent_id, ok=ok)
+            record_closed(record)  # ended: a stop from now on leaves its runs as they are
         except (KeyboardInterrupt, SystemExit):
             interrupted = hold_sigint()  # the runs are ended below, outside the interrupted frames
         if interrupted:
@@ -1136,11 +1148,19 @@ def entered_beside(context, work=None):
 
 
 def _open_record(
-    tracking_uri: str, spec: StudySpec, design, source_text: str, artifacts: Path | None
-) -> tuple[StudyRecord, str]:
-    """The study's record, with runs a dead driver left RUNNING ended and the parent started."""
+    tracking_uri: str, spec: StudySpec, design, source_text: str, artifacts: Path | None,
+    rerun: str,
+) -> tuple[StudyRecord, str]:  # fmt: skip
+    """The study's record, with runs a dead driver left RUNNING ended (this driver holds the
+    lease: no live one runs them) and the parent started. The command that resumes the study is
+    kept with it, for what reads the record to print should this driver be killed outright."""
     record = StudyRecord(tracking_uri, spec.study, artifacts)
-    record.end_orphans()
+    record_opened(record)  # a stop from now on ends its unfinished runs at once
+    orphans = record.end_orphans()
+    if orphans:
+        say(f"study {spec.study}: {len(orphans)} run{'s' * (len(orphans) != 1)} left RUNNING or "
+            "SCHEDULED by a driver that is gone ended KILLED; they resume now")  # fmt: skip
+    record.client.set_experiment_tag(record.experiment_id, RUN_COMMAND_TAG, rerun)
     parent_id = start_described_parent(record, spec, design, source_text)
     return record, parent_id
 
