@@ -1159,7 +1159,8 @@ def _open_record(
     orphans = record.end_orphans()
     if orphans:
         say(f"study {spec.study}: {len(orphans)} run{'s' * (len(orphans) != 1)} left RUNNING or "
-            "SCHEDULED by a driver that is gone ended KILLED; they resume now")  # fmt: skip
+            "SCHEDULED by a driver that is gone ended KILLED; they resume now", err=True,
+            flush=True)  # fmt: skip
     record.client.set_experiment_tag(record.experiment_id, RUN_COMMAND_TAG, rerun)
     parent_id = start_described_parent(record, spec, design, source_text)
     return record, parent_id

@@ -9,28 +9,30 @@ so Python's own handler never runs; the runs are ended all the same, within 1 s,
 that reads the wakeup fd, and the writes the main thread makes once it wakes (a trial starting,
 finishing, failing, a new trial's run) change nothing.
 
-The studies (slow): one ``study run`` per phase, its process group sent SIGTERM, then SIGKILL a
-grace of 1, 2 or 3 s later; each grace is paired with two phases, so every grace and every
-phase is covered by five driver runs instead of twelve:
+The study (slow, long): one study of four tiny trials (two at a time), stopped at each phase in
+turn and resumed by the next ``study run``, its process group sent SIGTERM, then SIGKILL a grace
+of 1, 2 or 3 s later; each driver run ends one phase, so every phase and every grace is covered
+by six driver runs instead of one study per combination (twelve studies):
 
-=====================  =======  ======================================================
-phase                  grace    what is running when the SIGTERM comes
-=====================  =======  ======================================================
-baselines              1 s      the parent open, its baselines measured (cold cache)
-first trial            2 s      one trial RUNNING, the other SCHEDULED
-several trials         1 s      two trials RUNNING at once (max_concurrent 2)
-several trials         3 s      the same, with the longest grace
-report                 2 s      every trial FINISHED, the results and report being written
-=====================  =======  ======================================================
+==============  =====  ============================================================
+phase           grace  what runs when the SIGTERM comes
+==============  =====  ============================================================
+baselines       1 s    the parent open, its baselines measured (a cold cache)
+first trial     2 s    the first trial's run RUNNING, the others SCHEDULED
+several trials  3 s    two trials RUNNING at once
+killed outright  -     a trial RUNNING, the group SIGKILLed with no SIGTERM at all
+report          1 s    every trial FINISHED, the results and the report being written
+==============  =====  ============================================================
 
-After each: no run RUNNING or SCHEDULED in the store, ``study status`` shows nothing running,
-and the same ``study run`` resumes the study and finishes it. A run left RUNNING by a driver that
-was SIGKILLed outright (no SIGTERM first) is shown as "driver gone" with the command that resumes
-it, by ``status``, ``list`` and ``report``, and the next ``study run`` ends it KILLED first.
+After each graced stop: no run RUNNING or SCHEDULED in the store and ``study status`` shows
+nothing running. After the outright SIGKILL, the runs left RUNNING are said "driver gone (pid N
+on HOST)" by ``status``, with the command that resumes the study, and the next ``study run``
+ends them KILLED before it starts anything. The last run finishes the study.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -193,7 +195,8 @@ def test_runs_a_killed_driver_left_running_are_said_driver_gone_with_the_resume_
     gone = f"driver gone (pid {pid} on {socket.gethostname()})"
     status = study_says("status", "gone", "--tracking-uri", uri, cwd=tmp_path)
     assert "running" not in status.lower(), status
-    assert gone in status and command in status and "2 unfinished runs of a driver that was killed" in status
+    assert gone in status and command in status
+    assert "2 unfinished runs of a driver that was killed" in status
     assert "1 driver gone" in status  # the trial's row and count
     listed = study_says("list", "--tracking-uri", uri, cwd=tmp_path)
     assert listed.splitlines()[0] == "gone" and gone in listed and command in listed
@@ -209,3 +212,123 @@ def test_runs_of_a_live_driver_are_running_and_name_it(tmp_path):
     assert "driver gone" not in status and "1 running" in status
     assert f"driver pid {os.getpid()} on " in status
     assert "driver gone" not in study_says("list", "--tracking-uri", uri, cwd=tmp_path)
+
+
+NAME = "graced"
+
+
+def store_statuses(db) -> dict[str, str]:
+    """trial key (or "parent") -> status, read without creating or migrating the store (a second
+    process migrating a new store while the driver does breaks both); {} before it exists."""
+    import sqlite3
+
+    if not db.exists():
+        return {}
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
+            rows = con.execute(
+                "SELECT COALESCE(k.value, 'parent'), r.status FROM runs r "
+                "JOIN tags role ON role.run_uuid = r.run_uuid AND role.key = 'study.role' "
+                "LEFT JOIN tags k ON k.run_uuid = r.run_uuid AND k.key = 'study.trial_key'"
+            ).fetchall()
+    except sqlite3.Error:  # the driver is creating its tables
+        return {}
+    return dict(rows)
+
+
+def unfinished(db) -> dict[str, str]:
+    return {k: v for k, v in store_statuses(db).items() if v in ("RUNNING", "SCHEDULED")}
+
+
+def stop_with_grace(driver, grace: float | None) -> str:
+    """SIGTERM to the driver's whole group, then SIGKILL ``grace`` s later (at once when None),
+    as a scheduler stops a job; returns what the driver printed."""
+    if grace is not None:
+        os.killpg(driver.pid, signal.SIGTERM)
+        time.sleep(grace)
+    with contextlib.suppress(ProcessLookupError):  # the whole group ended within the grace
+        os.killpg(driver.pid, signal.SIGKILL)
+    out, err = driver.communicate(timeout=60)
+    return out + err
+
+
+@pytest.mark.long
+@pytest.mark.slow
+def test_a_study_stopped_at_each_phase_with_each_grace_keeps_a_true_record(workdir, ray_tmp):
+    from processkit import kill_processes_mentioning
+    from studykit import STUDY, start_driver, wait_for, write_spec
+
+    spec = write_spec(workdir / "s.yaml", NAME, factors={"temperature": {"levels": [0.1, 0.5]}},
+                      trial={"budget_examples": 128 * 12, "batch_size": 128, "eval_marks": 3},
+                      replicates=2, max_concurrent=2)  # fmt: skip
+    uri, db = f"sqlite:///{workdir / 'mlflow.db'}", workdir / "mlflow.db"
+    cold, staging = workdir / "baselines", workdir / "tmp"
+    staging.mkdir()
+    env = os.environ | {"CONTRASTIVE_BASELINE_CACHE": str(cold), "TMPDIR": str(staging)}
+    started: list = []
+
+    def start(figures: bool = False):
+        command, driver = start_driver(spec, workdir, uri, STUDY, env=env, figures=figures)
+        started.append(driver)
+        return command, driver
+
+    def trials_running(n: int):
+        return lambda: sum(v == "RUNNING" for k, v in store_statuses(db).items()
+                           if k != "parent") >= n  # fmt: skip
+
+    def status_text() -> str:
+        done = subprocess.run([STUDY, "status", NAME, "--tracking-uri", uri], cwd=workdir,
+                              capture_output=True, text=True, timeout=300,
+                              env=os.environ | {"COLUMNS": "250"})  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout + done.stderr
+
+    def stopped(driver, grace, phase: str) -> str:
+        said = stop_with_grace(driver, grace)
+        kill_processes_mentioning(ray_tmp)  # Ray's daemons outlive a killed driver
+        assert unfinished(db) == {}, f"{phase}: {store_statuses(db)}"
+        text = status_text()
+        assert "running" not in text.lower() and "driver gone" not in text, f"{phase}: {text}"
+        return said
+
+    try:
+        phases = [
+            ("baselines", 1, lambda: list(cold.glob("raw-*.json"))),  # random_init measured now
+            ("first trial", 2, trials_running(1)),
+            ("several trials", 3, trials_running(2)),
+        ]
+        for phase, grace, reached in phases:
+            _, driver = start()
+            wait_for(reached, 400, phase, driver)
+            stopped(driver, grace, phase)
+
+        _, driver = start()  # killed outright: its runs left RUNNING, its driver gone
+        wait_for(trials_running(1), 400, "a trial running", driver)
+        pid = driver.pid
+        stop_with_grace(driver, None)
+        kill_processes_mentioning(ray_tmp)
+        left = unfinished(db)
+        assert left, store_statuses(db)
+        text = status_text()
+        assert "running" not in text.lower(), text
+        assert f"driver gone (pid {pid} on " in text and f"{STUDY} run {spec}" in text, text
+
+        command, driver = start(figures=True)  # ended KILLED first, resumed, then the report
+        wait_for(lambda: list(staging.glob("study-out-*")), 600, "the report", driver)
+        said = stopped(driver, 1, "report")
+        assert f"{len(left)} runs left RUNNING or SCHEDULED by a driver that is gone ended " \
+            "KILLED" in said, said
+
+        again = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600,
+                               env=env)  # fmt: skip
+        assert again.returncode == 0, again.stderr[-3000:]
+        final = store_statuses(db)
+        assert [k for k, v in final.items() if v != "FINISHED"] == [], final
+        assert sorted(final) == ["p000-r0", "p000-r1", "p001-r0", "p001-r1", "parent"]
+        assert (workdir / "studies" / NAME / "report" / "report.html").is_file()
+    finally:
+        for driver in started:
+            if driver.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(driver.pid, signal.SIGKILL)
+                driver.wait(timeout=60)
