@@ -69,9 +69,11 @@ from study.record import (
 )
 from study.stopping import (
     STOP_SIGNALS,
+    first_stop_signal,
     new_study,
     record_closed,
     record_opened,
+    stopped,
     watch_stop_signals,
 )
 from study.storage import Storage, check_writable, open_storage
@@ -154,7 +156,7 @@ def _watchdog(signum: int) -> None:
 
 def stopped_by() -> int:
     """The signal that stopped the study (SIGINT when none was seen: a KeyboardInterrupt)."""
-    return _stopped_by[-1] if _stopped_by else int(signal.SIGINT)
+    return _stopped_by[-1] if _stopped_by else int(first_stop_signal() or signal.SIGINT)
 
 
 _holding: list[bool] = [False]  # between hold_sigint and release_sigint: stops are ignored
@@ -1045,13 +1047,18 @@ def _run_trials(
     except (KeyboardInterrupt, SystemExit):
         interrupted = hold_sigint()  # ended below, once the interrupted frames are gone
     except BaseException as err:
-        end_runs(record, parent_id, "FAILED")
-        if isinstance(err, StudyFailedError):
-            raise StudyFailedError(f"{err}\n{_next_steps(spec, tracking_uri, rerun)}") from err
-        if isinstance(err, Exception):
-            message = f"{type(err).__name__}: {err}"
-            raise StudyFailedError(f"{message}\n{_next_steps(spec, tracking_uri, rerun)}") from err
-        raise
+        if stopped():  # Tune failing on the Ray a group's stop signal killed: still the stop
+            interrupted = hold_sigint()
+        else:
+            end_runs(record, parent_id, "FAILED")
+            if isinstance(err, StudyFailedError):
+                raise StudyFailedError(f"{err}\n{_next_steps(spec, tracking_uri, rerun)}") from err
+            if isinstance(err, Exception):
+                message = f"{type(err).__name__}: {err}"
+                raise StudyFailedError(
+                    f"{message}\n{_next_steps(spec, tracking_uri, rerun)}"
+                ) from err
+            raise
     if interrupted:
         end_runs(record, parent_id, "KILLED")
         raise KeyboardInterrupt  # SIGINT stays held: run_study ends the rest and releases it

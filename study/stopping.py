@@ -37,6 +37,7 @@ _stopped = threading.Event()  # set the moment a stop signal arrives
 _writing = threading.RLock()  # held by a status write; the stop waits LOCK_WAIT_S at most for it
 _open: list = []  # the records (study.record.StudyRecord) whose unfinished runs a stop ends
 _pipe: list[int] = []  # the wakeup pipe's (read, write) ends, made once per process
+_received: list[int] = []  # the stop signals the wakeup pipe carried, in order
 
 
 class StopRequested(KeyboardInterrupt):
@@ -47,6 +48,11 @@ class StopRequested(KeyboardInterrupt):
 def stopped() -> bool:
     """Whether a stop signal has arrived in this process."""
     return _stopped.is_set()
+
+
+def first_stop_signal() -> int | None:
+    """The stop signal the wakeup pipe carried first (None when none has)."""
+    return _received[0] if _received else None
 
 
 def watch_stop_signals() -> None:
@@ -70,6 +76,7 @@ def new_study() -> None:
     forgotten, and no record is open."""
     _stopped.clear()
     _open.clear()
+    _received.clear()
 
 
 def record_opened(record) -> None:
@@ -93,7 +100,9 @@ def _listen(read_end: int) -> None:
             continue
         if not received:
             return
-        if any(signum in STOP_SIGNALS for signum in received):
+        stops = [signum for signum in received if signum in STOP_SIGNALS]
+        if stops:
+            _received.extend(stops)
             stop_now()
 
 

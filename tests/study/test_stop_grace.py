@@ -264,11 +264,14 @@ def test_a_study_stopped_at_each_phase_with_each_grace_keeps_a_true_record(workd
     uri, db = f"sqlite:///{workdir / 'mlflow.db'}", workdir / "mlflow.db"
     cold, staging = workdir / "baselines", workdir / "tmp"
     staging.mkdir()
-    env = os.environ | {"CONTRASTIVE_BASELINE_CACHE": str(cold), "TMPDIR": str(staging)}
+    env = os.environ | {"CONTRASTIVE_BASELINE_CACHE": str(cold)}
     started: list = []
 
     def start(figures: bool = False):
-        command, driver = start_driver(spec, workdir, uri, STUDY, env=env, figures=figures)
+        # the report's staging folder made in a folder of the test's (seen as the export begins)
+        staged = {"TMPDIR": str(staging)} if figures else {}
+        command, driver = start_driver(spec, workdir, uri, STUDY, env=env | staged,
+                                       figures=figures)  # fmt: skip
         started.append(driver)
         return command, driver
 
