@@ -544,9 +544,13 @@ def status(name: StudyName, tracking_uri: TrackingUri = None) -> None:
     parent = record.parent()
     metric = parent.data.params.get("target_metric") if parent else None
     metric = metric or "probe/knn_top1_h"
-    states = {key: trial_state(run) for key, run in runs.items()}
+    driver = _driver_state(record)
+    states = {key: trial_state(run, driver) for key, run in runs.items()}
     console = _console()
     console.print(f"study {name}: {len(runs)} trials: {count_words(list(states.values()))}")
+    if driver is not None and driver.unfinished:  # which driver runs them, or that none does
+        console.print(driver.note() if driver.gone else f"study {name}: {driver.words()}",
+                      soft_wrap=True)  # fmt: skip
     from analysis.stats.units import level  # accuracies in percent, as the headline reads them
 
     rows = []
@@ -619,12 +623,34 @@ def _lease_in_record(name: str, uri: str) -> str | None:
         return None
 
 
-def trial_state(run) -> str:
+def trial_state(run, driver=None) -> str:
     """One word for a trial: how it ended (finished, failed, diverged …) once its run ended
-    FINISHED, else its run's status (running, scheduled, killed, failed)."""
+    FINISHED, else its run's status (running, scheduled, killed, failed); a run left RUNNING or
+    SCHEDULED by a driver that is gone (``driver``: :class:`study.driver_gone.DriverState`) is
+    "driver gone", never running."""
     state = run.info.status.lower()
     tag = run.data.tags.get("study.trial_status")
+    if driver is not None and driver.gone and run.info.run_id in driver.unfinished:
+        return "driver gone"
     return tag if tag and state == "finished" else state
+
+
+def _driver_state(record):
+    """The study's driver (:func:`study.driver_gone.driver_state`); None where the store cannot
+    say (an experiment that cannot be read back)."""
+    from study.driver_gone import driver_state
+
+    try:
+        return driver_state(record.client, record.experiment_id, record.study)
+    except Exception:  # what the record says is still shown
+        return None
+
+
+def _say_driver_gone(record) -> None:
+    """The note of a study whose driver is gone, on stderr (stdout keeps what scripts read)."""
+    driver = _driver_state(record)
+    if driver is not None and driver.gone:
+        echo(driver.note(), err=True)
 
 
 def count_words(states: list[str]) -> str:
@@ -640,7 +666,7 @@ def count_words(states: list[str]) -> str:
 def list_studies(tracking_uri: TrackingUri = None) -> None:
     """List the studies a tracking store holds, one name a line."""
     from analysis.reading.record import recorded_studies
-    from study.record import check_tracking_uri, default_tracking_uri, store_exists
+    from study.record import StudyRecord, check_tracking_uri, default_tracking_uri, store_exists
 
     uri = tracking_uri or default_tracking_uri()
     try:
@@ -652,6 +678,7 @@ def list_studies(tracking_uri: TrackingUri = None) -> None:
         return
     for name in recorded_studies(uri):
         echo(name)
+        _say_driver_gone(StudyRecord.existing(uri, name, read_only=True))
 
 
 def _existing(name: str, uri: str, writable: bool = False):
@@ -758,6 +785,8 @@ def report(
             echo(stored)
             return
     record = _existing(name, uri, writable=True) if name else None  # it points to the report
+    if record is not None:
+        _say_driver_gone(record)
     try:
         if out is not None:  # never among the trials' files or the record's artifacts
             refuse_own_folders(record, out)

@@ -229,6 +229,16 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def holder_alive(holder: Holder, now: float) -> bool:
+    """Whether the driver a lease names still runs (one rule, read by every reader of the
+    record: :func:`analysis.reading.state.holder_alive`): on this host, while its process (the
+    pid, started at the recorded moment) is alive; on another, while its heartbeat is younger
+    than :func:`timeout_s`."""
+    from analysis.reading.state import holder_alive as alive
+
+    return alive(asdict(holder), now)
+
+
 class LeaseLostError(RuntimeError):
     """Another driver took this driver's lease over (it woke after the lease's timeout): this
     driver must write nothing more to the study's record. Its message names the holder."""

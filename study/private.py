@@ -26,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from analysis.reading.state import process_start  # noqa: F401  (one reading of /proc, re-exported)
 from trainables.shown import shown
 
 READ_LIMIT = 1 << 20  # bytes: what a product file in a shared place may hold (a record, a pid)
@@ -163,17 +164,6 @@ def _stat_fields(pid: int) -> list[bytes] | None:
         return None
     # the command's name, in parentheses, may hold spaces and ')': fields follow the last ')'
     return data.rpartition(b")")[2].split()
-
-
-def process_start(pid: int) -> int | None:
-    """When process ``pid`` of this host started (``/proc/<pid>/stat``'s start time, in clock
-    ticks since boot), or None when there is no such process. A pid and this start name one
-    process: a pid reused by a later process has a later start."""
-    fields = _stat_fields(pid)
-    try:
-        return int(fields[19])  # field 22 of proc(5), the 20th after the name
-    except (IndexError, TypeError, ValueError):
-        return None
 
 
 def process_stopped(pid: int) -> bool:

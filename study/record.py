@@ -73,6 +73,7 @@ from study.commands import mlflow_command
 from study.internals.mlflow import sqlalchemy_store, store_engine
 from study.lease import pid_alive
 from study.paths import store_file
+from study.stopping import creates_run, status_write
 from study.store_locks import PatientClient, settle_journal_mode
 from study.store_template import copy_template, keep_as_template
 from study.terminal import say
@@ -829,6 +830,8 @@ class StudyRecord:
             return None
         return max(m.step for m in history) + 1
 
+    @status_write
+    @creates_run
     def start_parent(self, spec: StudySpec, design, source_text: str) -> str:
         """The study's parent run: the newest reopened, or a new one (the study's first run, or
         an augmented block's) with the study's params, its file and design, and the results of
@@ -876,6 +879,7 @@ class StudyRecord:
                 self.client.log_artifact(run_id, str(Path(tmp) / name))
         return run_id
 
+    @status_write
     def finish_parent(self, run_id: str, ok: bool) -> None:
         self.client.set_terminated(run_id, "FINISHED" if ok else "FAILED")
 
@@ -883,6 +887,8 @@ class StudyRecord:
         self.client.log_artifact(run_id, str(path))
 
     # -- child runs --
+    @status_write
+    @creates_run
     def ensure_trial_run(
         self, plan: TrialPlan, parent_id: str, spec_sha: str, existing: dict | None = None
     ) -> str:
@@ -928,6 +934,7 @@ class StudyRecord:
         history = self.client.get_metric_history(run_id, "train/examples_seen")
         return max((int(m.step) for m in history), default=-1)
 
+    @status_write
     def begin_attempt(self, run_id: str) -> None:
         run = self.client.get_run(run_id)
         attempts = int(run.data.tags.get("study.attempts", "0")) + 1
@@ -1008,6 +1015,7 @@ class StudyRecord:
                 targets[parent_id] = None
         return targets[parent_id]
 
+    @status_write
     def finish_trial(self, run_id: str, summary: dict[str, Any]) -> None:
         """A finished trial: its status, final metrics and evidence; its run renamed with its
         target's value (:func:`finished_name`) and its description's first line led by that
@@ -1062,6 +1070,7 @@ class StudyRecord:
             if evidence_files(evidence, Path(tmp)):
                 self.client.log_artifacts(run_id, tmp, EVIDENCE_ARTIFACTS)
 
+    @status_write
     def fail_trial(self, run_id: str, message: str) -> None:
         run = self.client.get_run(run_id)
         seen = run.data.metrics.get("train/examples_seen")
@@ -1073,11 +1082,13 @@ class StudyRecord:
         self.client.set_terminated(run_id, "FAILED")
 
     def end_unfinished(self, parent_id: str, status: str = "FAILED") -> None:
-        """After the driver failed: no run of this study stays RUNNING or SCHEDULED."""
+        """After the driver failed: no run of this study stays RUNNING or SCHEDULED (a parent
+        already ended, FINISHED before a late stop or KILLED by it, keeps its status)."""
         for run in self._runs(TRIAL):
             if run.info.status in ("RUNNING", "SCHEDULED"):
                 self.client.set_terminated(run.info.run_id, status)
-        self.client.set_terminated(parent_id, status)
+        if self.client.get_run(parent_id).info.status in ("RUNNING", "SCHEDULED"):
+            self.client.set_terminated(parent_id, status)
 
     def end_orphans(self) -> list[str]:
         """End KILLED every run of this study left RUNNING (or SCHEDULED) by a dead driver."""

@@ -43,6 +43,7 @@ from search_spaces.spec import (
 from study.baselines import measure_for_study
 from study.cluster import LOST_AFTER_S, reach_cluster, watch_cluster
 from study.commands import shell_command, tool, ui_command
+from study.driver_gone import RUN_COMMAND_TAG
 from study.export import export_parquet
 from study.finished import AIMS_TAG, REPORT_DIR, RESULTS_FILE, aims_fingerprint, places_lines
 from study.internals.mlflow import store_engine
@@ -66,6 +67,15 @@ from study.record import (
     check_store,
     check_tracking_uri,
     default_tracking_uri,
+)
+from study.stopping import (
+    STOP_SIGNALS,
+    first_stop_signal,
+    new_study,
+    record_closed,
+    record_opened,
+    stopped,
+    watch_stop_signals,
 )
 from study.storage import Storage, check_writable, open_storage
 from study.store_locks import StoreHeldError, impatient, store_held
@@ -104,12 +114,10 @@ class StudyInterruptedError(RuntimeError):
         self.signum = int(signum)
 
 
-# The signals that stop a study the same way: every one of them ends its runs KILLED. A cluster
-# scheduler (Slurm, Kubernetes, a spot instance) stops a job with SIGTERM, then SIGKILL after a
-# grace period; Ray's ray.init sets SIGTERM to sys.exit, so the handlers are set again after it.
-STOP_SIGNALS = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
-)
+# The signals that stop a study the same way (STOP_SIGNALS: SIGINT, SIGTERM, SIGHUP): every one
+# of them ends its runs KILLED, first of all and at once (study.stopping). A cluster scheduler
+# (Slurm, Kubernetes, a spot instance) stops a job with SIGTERM, then SIGKILL after a grace
+# period; Ray's ray.init sets SIGTERM to sys.exit, so the handlers are set again after it.
 _stopped_by: list[int] = []  # the signal that stopped this process's study, once one has
 
 
@@ -185,18 +193,20 @@ def _held(lease: DriverLease):
 
 def stopped_by() -> int:
     """The signal that stopped the study (SIGINT when none was seen: a KeyboardInterrupt)."""
-    return _stopped_by[-1] if _stopped_by else int(signal.SIGINT)
+    return _stopped_by[-1] if _stopped_by else int(first_stop_signal() or signal.SIGINT)
 
 
 _holding: list[bool] = [False]  # between hold_sigint and release_sigint: stops are ignored
 
 
 def catch_stop_signals() -> None:
-    """SIGINT, SIGTERM and SIGHUP stop the study as Ctrl-C does (main thread only); while the
+    """SIGINT, SIGTERM and SIGHUP stop the study as Ctrl-C does (main thread only), the open
+    study's runs ended KILLED first (:func:`study.stopping.watch_stop_signals`); while the
     cleanup after a stop holds them (:func:`hold_sigint`), they stay ignored."""
     if threading.current_thread() is threading.main_thread():
         for signum in STOP_SIGNALS:
             signal.signal(signum, signal.SIG_IGN if _holding[0] else _stop)
+        watch_stop_signals()
 
 
 @contextlib.contextmanager
@@ -967,6 +977,7 @@ def run_study(
             (none left RUNNING), what was logged stays, and the message says what to run next.
     """
     t0 = time.perf_counter()
+    new_study()  # a stop of an earlier study in this process is not this one's
     spec = load_spec(spec_path)
     source = Path(spec_path) if spec_path else None
     source_text = (
@@ -1009,7 +1020,9 @@ def run_study(
         interrupted = False
         try:
             with ray_here:  # Ray stops before the lease is let go: no trial outlives it
-                record, parent_id = _open_record(tracking_uri, spec, design, source_text, artifacts)
+                record, parent_id = _open_record(
+                    tracking_uri, spec, design, source_text, artifacts, rerun
+                )
                 opened.append((record, parent_id))
                 record.client.set_tag(parent_id, STORAGE_TAG, redacted(storage.uri))  # found again
                 _open_study.append((record, parent_id, functools.partial(
@@ -1037,6 +1050,7 @@ def run_study(
             ok = set(counts) <= {"FINISHED"} and counts.get("FINISHED", 0) == design.total
             still_held()
             record.finish_parent(parent_id, ok=ok)
+            record_closed(record)  # ended: a stop from now on leaves its runs as they are
         except (KeyboardInterrupt, SystemExit):
             interrupted = hold_sigint()  # the runs are ended below, outside the interrupted frames
         if interrupted:
@@ -1099,13 +1113,16 @@ def _run_trials(
     except (KeyboardInterrupt, SystemExit):
         interrupted = hold_sigint()  # ended below, once the interrupted frames are gone
     except BaseException as err:
-        ended = end_runs(record, parent_id, "FAILED")
-        steps = _next_steps(spec, tracking_uri, rerun, ended)
-        if isinstance(err, StudyFailedError | StoreHeldError):
-            raise StudyFailedError(f"{err}\n{steps}") from err
-        if isinstance(err, Exception):
-            raise StudyFailedError(f"{type(err).__name__}: {err}\n{steps}") from err
-        raise
+        if stopped():  # Tune failing on the Ray a group's stop signal killed: still the stop
+            interrupted = hold_sigint()
+        else:
+            ended = end_runs(record, parent_id, "FAILED")
+            steps = _next_steps(spec, tracking_uri, rerun, ended)
+            if isinstance(err, StudyFailedError | StoreHeldError):
+                raise StudyFailedError(f"{err}\n{steps}") from err
+            if isinstance(err, Exception):
+                raise StudyFailedError(f"{type(err).__name__}: {err}\n{steps}") from err
+            raise
     if interrupted:
         end_runs(record, parent_id, "KILLED")
         raise KeyboardInterrupt  # SIGINT stays held: run_study ends the rest and releases it
@@ -1209,11 +1226,20 @@ def entered_beside(context, work=None):
 
 
 def _open_record(
-    tracking_uri: str, spec: StudySpec, design, source_text: str, artifacts: Path | None
-) -> tuple[StudyRecord, str]:
-    """The study's record, with runs a dead driver left RUNNING ended and the parent started."""
+    tracking_uri: str, spec: StudySpec, design, source_text: str, artifacts: Path | None,
+    rerun: str,
+) -> tuple[StudyRecord, str]:  # fmt: skip
+    """The study's record, with runs a dead driver left RUNNING ended (this driver holds the
+    lease: no live one runs them) and the parent started. The command that resumes the study is
+    kept with it, for what reads the record to print should this driver be killed outright."""
     record = StudyRecord(tracking_uri, spec.study, artifacts)
-    record.end_orphans()
+    record_opened(record)  # a stop from now on ends its unfinished runs at once
+    orphans = record.end_orphans()
+    if orphans:
+        say(f"study {spec.study}: {len(orphans)} run{'s' * (len(orphans) != 1)} left RUNNING or "
+            "SCHEDULED by a driver that is gone ended KILLED; they resume now", err=True,
+            flush=True)  # fmt: skip
+    record.client.set_experiment_tag(record.experiment_id, RUN_COMMAND_TAG, rerun)
     parent_id = start_described_parent(record, spec, design, source_text)
     return record, parent_id
 

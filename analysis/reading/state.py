@@ -123,16 +123,21 @@ def _holder(text: str | None) -> dict[str, Any] | None:
         return None
     try:
         data = json.loads(text)
-        return {"host": str(data["host"]), "pid": int(data["pid"]), "beat": float(data["beat"])}
+        return {"host": str(data["host"]), "pid": int(data["pid"]), "beat": float(data["beat"]),
+                "start": data.get("start")}  # fmt: skip
     except (ValueError, KeyError, TypeError):
         return None
 
 
 def holder_alive(holder: dict[str, Any], now: float) -> bool:
-    """A holder on this host while its process lives; on another host, while it beats within
-    the lease's timeout (``CONTRASTIVE_LEASE_TIMEOUT_S``, default 60, as ``study.lease``)."""
+    """The one rule of whether a lease's driver still runs (``study.lease`` reads it too): a
+    holder on this host while its process lives (its pid alive and, where the lease records
+    when that process started, started then: a reused pid is another process); on another host,
+    while it beats within the lease's timeout (``CONTRASTIVE_LEASE_TIMEOUT_S``, default 60)."""
     if holder["host"] == socket.gethostname():
-        return _pid_alive(holder["pid"])
+        start, now_start = holder.get("start"), process_start(int(holder["pid"]))
+        same = start is None or now_start is None or now_start == start
+        return _pid_alive(holder["pid"]) and same
     timeout = float(os.environ.get("CONTRASTIVE_LEASE_TIMEOUT_S", "60"))
     return now - holder["beat"] < timeout
 
@@ -155,3 +160,18 @@ def recorded_storage(parent) -> str | None:
     if parent is None:
         return None
     return parent.data.tags.get(STORAGE_TAG) or None
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` of this host started (``/proc/<pid>/stat``'s 22nd field, clock ticks
+    since boot), or None when there is no such process (or no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read(4096)
+    except OSError:
+        return None
+    fields = data.rpartition(b")")[2].split()  # the name, in parentheses, may hold ')'
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
