@@ -51,6 +51,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 
+from analysis.reading.state import pid_alive
 from search_spaces.spec import StudyError
 from study.private import process_start, process_stopped
 from study.storage import Storage
@@ -216,17 +217,6 @@ class TrackingLease:
         eid = self.experiment_id()
         if eid is not None:
             self._client().set_experiment_tag(eid, LEASE_TAG, "")
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process of this host is alive (another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
 
 
 def holder_alive(holder: Holder, now: float) -> bool:

@@ -137,12 +137,13 @@ def holder_alive(holder: dict[str, Any], now: float) -> bool:
     if holder["host"] == socket.gethostname():
         start, now_start = holder.get("start"), process_start(int(holder["pid"]))
         same = start is None or now_start is None or now_start == start
-        return _pid_alive(holder["pid"]) and same
+        return pid_alive(holder["pid"]) and same
     timeout = float(os.environ.get("CONTRASTIVE_LEASE_TIMEOUT_S", "60"))
     return now - holder["beat"] < timeout
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this host is alive (another user's counts)."""
     if pid <= 0:
         return False
     try:
