@@ -87,6 +87,7 @@ def _finished_study(workdir: Path) -> tuple[str, str]:
                   "train/examples_seen": 122880}  # fmt: skip
         record.log_evaluation(run_id, result, 122880)
         record.finish_trial(run_id, {"status": "finished", "examples_seen": 122880})
+    record.client.set_terminated(parent, "FINISHED")  # as the runner ends a finished study
     return uri, spec.study
 
 

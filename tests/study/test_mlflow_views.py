@@ -129,6 +129,9 @@ class _Headline:
     against = None
     confirmation = None
     next_step = "run 2 replicates"
+    notes = ()
+    unfitted = ()
+    unfinished = None
 
 
 _Parent = SimpleNamespace(data=SimpleNamespace(  # an mlflow Run's shape

@@ -103,9 +103,19 @@ def not_stores(tmp_path_factory) -> dict[str, Path]:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     optuna.create_study(storage=f"sqlite:///{folder / 'optuna.db'}", study_name="tuning")
     StudyRecord(f"sqlite:///{folder / 'old.db'}", "default-digits")
-    with sqlite3.connect(folder / "old.db") as db:  # MLflow 1.x's first schema revision
+    db = sqlite3.connect(folder / "old.db")
+    with db:  # MLflow 1.x's first schema revision
         db.execute("UPDATE alembic_version SET version_num = '451aebb31d03'")
-    return {"an Optuna storage": folder / "optuna.db", "an older MLflow's store": folder / "old.db"}
+    # an older MLflow's store is one file in rollback mode (this product's are in WAL mode, with
+    # the latest writes in the -wal file until the store is closed): a copy of it, taken whole
+    # through SQLite, then out of WAL while nothing else has it open
+    old = sqlite3.connect(folder / "older.db")
+    db.backup(old)
+    db.close()
+    old.execute("PRAGMA journal_mode=DELETE")
+    old.close()
+    return {"an Optuna storage": folder / "optuna.db",
+            "an older MLflow's store": folder / "older.db"}  # fmt: skip
 
 
 STORES = {
