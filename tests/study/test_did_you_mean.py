@@ -152,7 +152,9 @@ def _store(workdir, *names: str) -> str:
     uri = f"sqlite:///{workdir / 'mlflow.db'}"
     for name in names:
         spec = load_spec(None).model_copy(update={"study": name})
-        StudyRecord(uri, name).start_parent(spec, build_design(spec), "")
+        record = StudyRecord(uri, name)
+        parent = record.start_parent(spec, build_design(spec), "")
+        record.client.set_terminated(parent, "FINISHED")  # a study run and ended, no driver gone
     return uri
 
 
