@@ -44,7 +44,6 @@ NETWORK_FILESYSTEMS = frozenset({
     "fuse.cephfs", "glusterfs", "fuse.glusterfs", "beegfs", "panfs", "afs", "9p", "fuse.sshfs",
     "ncpfs", "coda", "ocfs2", "gfs2", "orangefs", "pvfs2", "fuse.s3fs", "fuse.gcsfuse",
 })  # fmt: skip
-WAL_HEADER_BYTE = 18  # an SQLite file's bytes 18 and 19 are 2 when it is in WAL mode
 LOCK_MESSAGES = ("database is locked", "database table is locked")
 
 
@@ -88,12 +87,16 @@ def on_network_filesystem(path: str | Path, mounts: str | None = None) -> bool:
 
 # -- the journal mode --------------------------------------------------------------------------
 def in_wal_mode(store: Path) -> bool:
-    """Whether the SQLite file ``store`` is in WAL mode, read from its header (no lock taken)."""
+    """Whether the SQLite file ``store`` is in WAL mode, asked of SQLite, read-only. Never read
+    with a file of its own: closing any descriptor of a file drops every POSIX lock this process
+    holds on it, and a store whose last connection seems gone to another process has its
+    write-ahead log checkpointed and deleted under this process's open connections, which then
+    fail with "disk I/O error" (https://www.sqlite.org/howtocorrupt.html, section 2.2)."""
     try:
-        with open(store, "rb") as f:
-            f.seek(WAL_HEADER_BYTE)
-            return f.read(2) == b"\x02\x02"
-    except OSError:
+        read_only = f"{Path(store).resolve().as_uri()}?mode=ro"
+        with contextlib.closing(sqlite3.connect(read_only, uri=True)) as db:
+            return db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    except sqlite3.Error:
         return False
 
 

@@ -13,6 +13,7 @@ import re
 import shlex
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 from analysis.internals import mlflow_schema_revision
@@ -70,34 +71,77 @@ def store_problem(uri: str) -> str | None:
         return f"{str(path)!r} is a folder; name the store's file in it, e.g. {inside}"
     if not store_exists(uri):
         return None
+    return _schema_problem(path)
+
+
+def _not_a_database(path: Path) -> str:
+    """Why ``path``, which SQLite says is no database, is refused, naming its first bytes. Read
+    with a file of its own only now: closing any descriptor of a file drops every POSIX lock this
+    process holds on it, so a store that an open SQLite connection of this process uses is read
+    only through SQLite (https://www.sqlite.org/howtocorrupt.html, section 2.2)."""
     try:
         with open(path, "rb") as f:
             head = f.read(len(SQLITE_HEADER))
     except OSError as err:
         return f"cannot read {str(path)!r} ({err})"
-    if head != SQLITE_HEADER:
-        return (f"{str(path)!r} is not an SQLite database (it starts {head!r}); name an MLflow "
-                "store's file, or a new file's, which the study will create")  # fmt: skip
-    return _schema_problem(path)
+    return (f"{str(path)!r} is not an SQLite database (it starts {head!r}); name an MLflow "
+            "store's file, or a new file's, which the study will create")  # fmt: skip
 
 
-def _schema_problem(path: Path) -> str | None:
+def _read_schema(path: Path) -> tuple[set[str], str | None]:
+    """The store's tables and its schema revision (None without one), read through SQLite alone
+    and without writing."""
     read_only = f"{path.resolve().as_uri()}?mode=ro"
-    try:
-        with contextlib.closing(sqlite3.connect(read_only, uri=True)) as db:
-            listed = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            tables = {row[0] for row in listed if not row[0].startswith("sqlite_")}
-            found = None
-            if "alembic_version" in tables:
-                found = db.execute("SELECT version_num FROM alembic_version").fetchone()
-    except sqlite3.Error as err:
-        return f"cannot read {str(path)!r} ({err})"
+    with contextlib.closing(sqlite3.connect(read_only, uri=True)) as db:
+        listed = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        tables = {row[0] for row in listed if not row[0].startswith("sqlite_")}
+        found = None
+        if "alembic_version" in tables:
+            found = db.execute("SELECT version_num FROM alembic_version").fetchone()
+    return tables, found[0] if found else None
+
+
+def _being_created(path: Path, tables: set[str], version: str | None,
+                   within_s: float = 3.0) -> bool:  # fmt: skip
+    """Whether the store is being created this moment by another process (a second driver
+    started beside the first on a new store): MLflow makes its first tables, then migrates them
+    through its chain of revisions. So: MLflow's first tables without a revision yet, or an
+    older revision of this MLflow's own chain, in a file (or write-ahead log) written in the
+    last ``within_s`` seconds."""
+    if version is None and "experiments" not in tables:
+        return False
+    if version is not None and version not in mlflow_schema_chain():
+        return False
+    now = time.time()
+    for part in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-journal")):
+        with contextlib.suppress(OSError):
+            if now - part.stat().st_mtime < within_s:
+                return True
+    return False
+
+
+def _schema_problem(path: Path, wait_s: float = 60.0) -> str | None:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            tables, version = _read_schema(path)
+        except sqlite3.DatabaseError as err:
+            if "not a database" in str(err):
+                return _not_a_database(path)
+            return f"cannot read {str(path)!r} ({err})"
+        except sqlite3.Error as err:
+            return f"cannot read {str(path)!r} ({err})"
+        if version == mlflow_schema_head() or time.monotonic() > deadline:
+            break
+        if not _being_created(path, tables, version):
+            break
+        time.sleep(0.3)  # another driver is writing the new store's tables: wait them out
     if not {"experiments", "runs", "alembic_version"} <= tables:
         some = ", ".join(sorted(tables)[:6]) or "none"
         return (f"{str(path)!r} is an SQLite database but not an MLflow store (its tables: "
                 f"{some}); name an MLflow store's file, or a new file's, which the study will "
                 "create")  # fmt: skip
-    expected, version = mlflow_schema_head(), found[0] if found else None
+    expected = mlflow_schema_head()
     if version == expected:
         return None
     from importlib.metadata import version as installed
@@ -111,10 +155,9 @@ def _schema_problem(path: Path) -> str | None:
 
 
 @functools.cache
-def mlflow_schema_head() -> str:
-    """The schema revision the installed MLflow reads and writes, read from its migration
-    scripts without importing MLflow (2–4 s): the one revision no other revises. MLflow's own
-    answer when the scripts do not name exactly one."""
+def _migration_revisions() -> tuple[frozenset[str], frozenset[str]]:
+    """The revisions MLflow's migration scripts name, and those another revises, read from the
+    scripts without importing MLflow (2–4 s)."""
     import importlib.util
 
     spec = importlib.util.find_spec("mlflow")
@@ -124,9 +167,22 @@ def mlflow_schema_head() -> str:
     for script in versions.glob("*.py"):
         for kind, revision in pattern.findall(script.read_text()):
             (revisions if kind == "revision" else revised).add(revision)
+    return frozenset(revisions), frozenset(revised)
+
+
+def mlflow_schema_chain() -> frozenset[str]:
+    """Every schema revision the installed MLflow's migrations pass through."""
+    return _migration_revisions()[0]
+
+
+@functools.cache
+def mlflow_schema_head() -> str:
+    """The schema revision the installed MLflow reads and writes: the one revision no other
+    revises. MLflow's own answer when the scripts do not name exactly one."""
+    revisions, revised = _migration_revisions()
     heads = revisions - revised
     if len(heads) == 1:
-        return heads.pop()
+        return next(iter(heads))
     return mlflow_schema_revision()
 
 

@@ -4,6 +4,7 @@ processes on one store and on one moto bucket."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -335,6 +336,37 @@ def start(spec: Path, cwd: Path, uri: str, storage: str, ray_tmp: str) -> subpro
     )  # fmt: skip
 
 
+@contextlib.contextmanager
+def trials_held(driver: int):
+    """Stop (SIGSTOP) every Ray worker under the process ``driver`` while the block runs, those
+    that start meanwhile too; each is continued (SIGCONT) at the end. The driver itself runs on
+    (its lease's heartbeat beats), so it holds its study while its trials wait."""
+    import psutil
+
+    stopped: set[psutil.Process] = set()
+    done = threading.Event()
+
+    def hold() -> None:
+        while not done.wait(0.1):
+            with contextlib.suppress(psutil.Error):
+                for proc in psutil.Process(driver).children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        if proc not in stopped and proc.name().startswith("ray::"):
+                            proc.suspend()
+                            stopped.add(proc)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    try:
+        yield
+    finally:
+        done.set()
+        holder.join()
+        for proc in stopped:
+            with contextlib.suppress(psutil.Error):
+                proc.resume()
+
+
 @pytest.mark.long
 @pytest.mark.slow
 def test_two_real_drivers_on_one_store_or_one_bucket_run_every_trial_once(
@@ -358,14 +390,24 @@ def test_two_real_drivers_on_one_store_or_one_bucket_run_every_trial_once(
         assert a.poll() is None, a.communicate()[1][-3000:]
         assert time.monotonic() < deadline, "driver A never took the lease"
         time.sleep(0.2)
+    while not any(run.info.status == "RUNNING" for run in child_runs(t1, "two-drivers")):
+        assert a.poll() is None, a.communicate()[1][-3000:]
+        assert time.monotonic() < deadline + 180, "driver A never started a trial"
+        time.sleep(0.2)
     other = workdir / "elsewhere"
     other.mkdir()
-    for uri, where in ((t1, str(other / "studies")),
-                       (f"sqlite:///{other / 't2.db'}", f"s3://{bucket}/studies")):  # fmt: skip
-        second = start(spec, other, uri, where, ray_tmp)
-        _, err = second.communicate(timeout=120)
-        assert second.returncode == 2, err[-3000:]
-        assert "is being run by another driver: host" in err and f"pid {a.pid}" in err
+    # A alive and holding the study all the while B and C ask: once its first trial runs, its
+    # trials' Ray workers are stopped (SIGSTOP) until both were refused, whatever the speed of
+    # this machine (A's three small trials can end before a second driver has read its file)
+    with trials_held(a.pid):
+        askers = ((t1, str(other / "studies")),  # B
+                  (f"sqlite:///{other / 't2.db'}", f"s3://{bucket}/studies"))  # C  # fmt: skip
+        seconds = [start(spec, other, uri, where, ray_tmp) for uri, where in askers]
+        for second in seconds:
+            _, err = second.communicate(timeout=180)
+            assert second.returncode == 2, err[-3000:]
+            assert "is being run by another driver: host" in err and f"pid {a.pid}" in err
+        assert a.poll() is None
     _, err = a.communicate(timeout=400)
     assert a.returncode == 0, err[-3000:]
     runs = child_runs(t1, "two-drivers")

@@ -109,6 +109,23 @@ def test_a_store_made_before_turns_wal_when_a_driver_opens_it(tmp_path):
     assert journal_mode(db) == "wal"
 
 
+def test_asking_a_store_s_journal_mode_keeps_this_process_s_locks(tmp_path):
+    """The driver asks the mode of a store it already has open: a read through a descriptor
+    of its own would drop the process's POSIX locks on the file when closed, and another
+    process closing its connection would then delete the write-ahead log under the driver's
+    open one (its next write: "disk I/O error")."""
+    db = tmp_path / "mlflow.db"
+    StudyRecord(f"sqlite:///{db}", "open")
+    mine = sqlite3.connect(db)
+    mine.execute("SELECT count(*) FROM experiments").fetchone()
+    assert settle_journal_mode(db, "sqlite:///open/mlflow.db") == "wal"
+    other = ("import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); "
+             "db.execute('SELECT count(*) FROM runs').fetchone(); db.close()")  # fmt: skip
+    subprocess.run([sys.executable, "-c", other, str(db)], check=True)
+    assert Path(f"{db}-wal").exists()  # this process still holds the store: the log stays
+    mine.close()
+
+
 def test_on_a_network_filesystem_the_store_stays_in_rollback_mode_and_says_so_once(
     tmp_path, capsys
 ):
