@@ -225,8 +225,15 @@ _CREATING = threading.Lock()
 
 def _create_store(uri: str) -> None:
     path = Path(uri.removeprefix("sqlite:///"))
-    if store_exists(uri):
-        return
+    if store_exists(uri) or path.exists():
+        # another process's store, perhaps still being built in place (a notebook's MlflowClient
+        # makes a new store where it is named): opened only once whole, or refused. MLflow would
+        # otherwise run its migrations a second time on the tables being made (daizutabi/
+        # hydraflow#245: "duplicate column name: step")
+        if problem := store_problem(uri):
+            raise StudyError(f"--tracking-uri {uri!r}: {problem}")
+        if store_exists(uri):
+            return
     _remove_dead_partials(path)
     partial = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.partial")
     try:
@@ -943,9 +950,7 @@ class StudyRecord:
         # when this attempt took its resources (epoch ms, as MLflow's own times): the run's
         # start_time is when it was scheduled, and its end_time closes the window
         started = RunTag(ATTEMPT_STARTED_TAG, str(int(time.time() * 1000)))
-        self.client.log_batch(
-            run_id, tags=[RunTag("study.attempts", str(attempts)), started, note]
-        )
+        self.client.log_batch(run_id, tags=[RunTag("study.attempts", str(attempts)), started, note])
         self.client.update_run(run_id, status="RUNNING")
 
     def note_resume(self, run_id: str, note: str) -> None:

@@ -69,9 +69,27 @@ def store_problem(uri: str) -> str | None:
     if path.is_dir():
         inside = f"sqlite:///{path / 'mlflow.db'}"
         return f"{str(path)!r} is a folder; name the store's file in it, e.g. {inside}"
-    if not store_exists(uri):
+    if not store_exists(uri) and not _born_elsewhere(path):
         return None
     return _schema_problem(path)
+
+
+def _born_elsewhere(path: Path, wait_s: float = 30.0, within_s: float = 3.0) -> bool:
+    """Whether the empty file at ``path`` became a store another process was creating (MLflow
+    opens the file, then writes its tables into it): waited for while the file stays empty and
+    was made in the last ``within_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            found = path.stat()
+        except OSError:
+            return False
+        if found.st_size > 0:
+            return True
+        if time.time() - found.st_mtime >= within_s:
+            return False
+        time.sleep(0.1)
+    return False
 
 
 def _not_a_database(path: Path) -> str:

@@ -88,3 +88,24 @@ def test_a_file_that_is_no_database_is_named_by_its_first_bytes(tmp_path):
     assert problem is not None and "is not an SQLite database (it starts b'lab notes, not " in (
         problem
     )
+
+
+def test_a_study_opened_while_plain_mlflow_builds_the_store_waits_and_records(tmp_path):
+    """A notebook's MlflowClient creates a new store in place (MLflow's migrations, seconds)
+    while a study opens it: the study waits until the store is whole, then records into it.
+    Replays daizutabi/hydraflow#245 (processes starting at once on a new SQLite store)."""
+    from study.record import StudyRecord
+
+    path = tmp_path / "mlflow.db"
+    notebook = ("import sys; from mlflow.tracking import MlflowClient; "
+                "MlflowClient(sys.argv[1]).search_experiments()")  # fmt: skip
+    building = subprocess.Popen([sys.executable, "-c", notebook, f"sqlite:///{path}"])
+    try:
+        deadline = time.monotonic() + 60
+        while not (path.is_file() and path.stat().st_size > 0):
+            assert building.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        record = StudyRecord(f"sqlite:///{path}", "opened-meanwhile")
+        assert record.client.get_experiment_by_name("opened-meanwhile") is not None
+    finally:
+        assert building.wait(timeout=60) == 0
