@@ -336,9 +336,11 @@ def _detectable_lines(detectable: dict, why: str, table) -> list[str]:
             shown.append(f"{change} {amount(metric, size)}{note}")
         lines.append(f"  {metric}: " + "; ".join(shown))
     if items:
-        lines.append(f"  accuracies count {items:,} held-out items: one item is "
-                     f"{100 / items:.2g} points, the finest any accuracy resolves"
-                     + ("; heldout_size, not the replicates, limits what is marked" * limited))
+        lines.append(
+            f"  accuracies count {items:,} held-out items: one item is "
+            f"{100 / items:.2g} points, the finest any accuracy resolves"
+            + ("; heldout_size, not the replicates, limits what is marked" * limited)
+        )
     return lines
 
 
@@ -532,7 +534,8 @@ def run(
 @command()
 def status(name: StudyName, tracking_uri: TrackingUri = None) -> None:
     """Show a study's trials: their status, the examples each has seen and the target metric."""
-    from study.record import TARGET_MARK, default_tracking_uri
+    from study.run_notes import TARGET_MARK
+    from study.tracking_store import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     starting = _starting(name, uri)
@@ -603,8 +606,10 @@ def _starting(name: str, uri: str) -> str | None:
     live = holder.lives_here() if here else time.time() - holder.beat < timeout_s()
     if not live:
         return None
-    return (f"study {name}: starting, its driver running ({holder.describe(time.time())}); "
-            "nothing is recorded yet: its trials are listed here once it has opened its record")
+    return (
+        f"study {name}: starting, its driver running ({holder.describe(time.time())}); "
+        "nothing is recorded yet: its trials are listed here once it has opened its record"
+    )
 
 
 def _lease_in_record(name: str, uri: str) -> str | None:
@@ -666,7 +671,9 @@ def count_words(states: list[str]) -> str:
 def list_studies(tracking_uri: TrackingUri = None) -> None:
     """List the studies a tracking store holds, one name a line."""
     from analysis.reading.record import recorded_studies
-    from study.record import StudyRecord, check_tracking_uri, default_tracking_uri, store_exists
+    from analysis.reading.store import store_exists
+    from study.record import StudyRecord
+    from study.tracking_store import check_tracking_uri, default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     try:
@@ -684,7 +691,8 @@ def list_studies(tracking_uri: TrackingUri = None) -> None:
 def _existing(name: str, uri: str, writable: bool = False):
     """The record of a study that exists and can be read; otherwise exit 2 saying why (and
     which studies the store holds). Nothing is written: no store, no experiment is created."""
-    from study.record import StudyRecord, check_store, check_tracking_uri
+    from study.record import StudyRecord, check_store
+    from study.tracking_store import check_tracking_uri
     from trainables.remote import redacted
 
     try:
@@ -712,7 +720,7 @@ def export(
 ) -> None:
     """Write a study's results table, one row per trial, as a Parquet file."""
     from study.export import export_parquet
-    from study.record import default_tracking_uri
+    from study.tracking_store import default_tracking_uri
     from trainables.remote import is_remote
 
     local = None if is_remote(out) else Path(out.removeprefix("file://"))
@@ -771,8 +779,8 @@ def report(
 ) -> None:
     """Write a study's report: fit its response surfaces, draw every figure, fill the evidence
     card and write report.html."""
-    from study.record import default_tracking_uri
     from study.reporting import make_report, refuse_own_folders
+    from study.tracking_store import default_tracking_uri
 
     if (name is None) == (results is None):
         _fail(StudyError("give a study NAME or --results FILE.parquet (one of them)"))
@@ -909,7 +917,7 @@ def power(
     The answer comes from the finished study's own error, for the same design replicated."""
     from analysis.stats.power import MAX_REPLICATES, power_basis, replicates_for
     from analysis.stats.units import amount, from_typed, is_accuracy
-    from study.record import default_tracking_uri
+    from study.tracking_store import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     record, trials = _finished_trials(name, uri)
@@ -1009,8 +1017,8 @@ def augment(
     It writes the new study file, keeping the old one's comments and layout; nothing runs
     until you run that file with study run."""
     from study.commands import shell_command, tool
-    from study.record import default_tracking_uri
     from study.sequential import augment_study
+    from study.tracking_store import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     face = face or ("ccc" if alpha is not None else "ccf")
@@ -1086,8 +1094,8 @@ def next_study_file(
 
     Nothing runs until you run the written file with study run."""
     from study.commands import shell_command, tool
-    from study.record import default_tracking_uri
     from study.sequential import next_study
+    from study.tracking_store import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     try:

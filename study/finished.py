@@ -178,7 +178,8 @@ def finished_run_lines(
 def _lines(spec_path, smoke, tracking_uri, storage) -> list[str] | None:
     from search_spaces.designs import build_design
     from search_spaces.spec import load_spec, smoke_spec
-    from study.record import StudyRecord, default_tracking_uri
+    from study.record import StudyRecord
+    from study.tracking_store import default_tracking_uri
     from trainables.remote import is_remote
 
     if storage is not None and is_remote(str(storage)):

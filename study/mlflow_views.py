@@ -17,14 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from search_spaces.spec import StudySpec
-from study.record import (
-    METRIC_PREFIXES,
-    MLFLOW_RUN_NOTE,
-    UI_MODE,
-    StudyRecord,
-    replace_line,
-    run_link,
-)
+from study.record import METRIC_PREFIXES, MLFLOW_RUN_NOTE, StudyRecord
+from study.run_notes import UI_MODE, replace_line, run_link
 from trainables.config import TrialConfig
 from trainables.remote import redacted, without_credentials
 from trainables.shown import in_code, in_markdown, shown

@@ -21,24 +21,13 @@ this module never imports it.
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import csv
 import difflib
-import functools
-import glob
-import hashlib
 import json
 import logging
 import math
 import os
-import subprocess
 import tempfile
-import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -61,32 +50,41 @@ from analysis.reading.record import (
 )
 from analysis.reading.sqlite_reader import DELETED_ONLY
 from analysis.reading.store import (
-    default_store,
     read_client,
     store_exists,
-    store_problem,
 )
-from search_spaces.designs import ABBREVIATIONS, PastTrial, TrialPlan
+from search_spaces.designs import PastTrial, TrialPlan
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
 from study import CHECKS_KEY, EVIDENCE_KEY
 from study.commands import mlflow_command
-from study.internals.mlflow import sqlalchemy_store, store_engine
-from study.lease import pid_alive
-from study.paths import store_file
+from study.internals.mlflow import store_engine
+from study.provenance import code_version, data_fields, source_tags, training_dataset
+from study.run_artifacts import EVIDENCE_ARTIFACTS, evidence_files
+from study.run_notes import (
+    STATUS_LINE,
+    finished_name,
+    finished_title,
+    parent_run_name,
+    replace_line,
+    status_line,
+    trial_note,
+)
 from study.stopping import creates_run, status_write
-from study.store_locks import PatientClient, settle_journal_mode
-from study.store_template import copy_template, keep_as_template
 from study.terminal import say
+from study.tracking_store import (
+    check_tracking_uri,
+    create_store,
+    default_tracking_uri,
+    quiet_run_links,
+    writing_client,
+)
 from trainables.config import TrialConfig
-from trainables.remote import is_remote, redacted, without_credentials
+from trainables.remote import redacted, without_credentials
 from trainables.shown import in_markdown
-from trainables.sources import DATA_FIELDS, data_dir, data_key
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 # MLflow's tag names (mlflow.utils.mlflow_tags), written out: MLflow itself is imported on first
 # use (_bind_mlflow), since a command that only reads an embedded store does without it
-MLFLOW_DATASET_CONTEXT = "mlflow.data.context"
-MLFLOW_GIT_COMMIT = "mlflow.source.git.commit"
 MLFLOW_RUN_NOTE = "mlflow.note.content"
 MLFLOW_PARENT_RUN_ID = "mlflow.parentRunId"
 
@@ -110,14 +108,6 @@ SPEC_ARTIFACT = "study.yaml"
 ATTEMPT_STARTED_TAG = "study.attempt_started"
 # a checkpoint the trial could not load, set aside, and where it resumed instead
 RESUME_NOTE_TAG, RESUME_LINE = "study.resume_note", "- **Checkpoint:**"
-# A trial's evidence beyond its metrics lands in its run under evidence/: the tables as CSV,
-# the source-return panel as PNG.
-EVIDENCE_ARTIFACTS = "evidence"
-EVIDENCE_TABLES = ("per_class", "per_group", "shift", "source_return")
-SOURCE_RETURN_PNG = "source_return.png"
-# the per-item outcomes (evidence["outcomes"]) as one Parquet table, there:
-# analysis.reading.outcomes.TRIAL_ARTIFACT (imported where written: it loads pandas)
-OUTCOMES_KEY, OUTCOMES_FILE = "outcomes", "outcomes.parquet"
 MAX_PARAM, MAX_TAG = 6000, 8000  # MLflow's limits on a param's and a tag's value
 METRIC_PREFIXES = ("train/", "z/", "h/", "sim/", "probe/", "loss/", "time/", "trial/", "shift/")
 # MLflow 3's UI opens an experiment as a GenAI one unless it is told otherwise: this kind opens
@@ -126,153 +116,7 @@ KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
 UNCHOSEN_KINDS = (
     "", "no_inferred_type", "genai_development_inferred", "custom_model_development_inferred",
 )  # fmt: skip
-# MLflow 3.17's UI picks its GenAI or model-training pages from a setting of the browser
-# (``mlflow.workflowType``, GenAI unless changed) that this URL parameter overrides.
-UI_MODE = "workflowType=machine_learning"
-STATUS_LINE = "- **Status:**"
 SUMMARY_PREFIX = "study/"
-
-
-def default_tracking_uri(workdir: str | Path | None = None) -> str:
-    """The store used when none is named, the one the notebook and ``analysis.load_study``
-    read (:func:`analysis.reading.load.default_store`): MLFLOW_TRACKING_URI, else the nearest
-    ``mlflow.db`` at or above the working folder, else a new one in the working folder."""
-    return default_store(workdir)
-
-
-def check_tracking_uri(uri: str, timeout: float = 5.0, *, writing: bool = False) -> None:
-    """Raise StudyError naming the URI (its password shown as ``***``) when the tracking store
-    cannot be reached or created (``writing``: or, for an embedded one, written)."""
-    shown = redacted(uri)
-    if uri.startswith(("http://", "https://")):
-        try:
-            with urllib.request.urlopen(health_request(uri), timeout=timeout) as reply:
-                if reply.status != 200:
-                    raise StudyError(f"--tracking-uri {shown!r}: /health answered {reply.status}")
-        except urllib.error.HTTPError as err:
-            raise StudyError(f"--tracking-uri {shown!r}: /health answered {err.code} "
-                             f"{err.reason}{_credentials_hint(uri)}") from None  # fmt: skip
-        except (urllib.error.URLError, OSError) as err:
-            why = redacted(str(err))
-            raise StudyError(
-                f"--tracking-uri {shown!r} does not answer: {why}{_credentials_hint(uri)}"
-            ) from None
-    elif uri.startswith("sqlite:///"):
-        store_file(uri, writing=writing)  # its folder there (and writable), not a folder itself
-        problem = store_problem(uri)
-        if problem:
-            raise StudyError(f"--tracking-uri {uri!r}: {problem}")
-    else:
-        raise StudyError(
-            f"--tracking-uri {shown!r}: expected sqlite:///PATH (embedded) or http(s)://HOST:PORT "
-            "(an mlflow server); MLflow's file store is not supported"
-        )
-
-
-def health_request(uri: str) -> urllib.request.Request:
-    """The server's ``/health``, asked with the credentials MLflow's client would send: HTTP
-    basic auth from MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD, else from the URI's
-    userinfo (as ``requests`` takes it), or MLFLOW_TRACKING_TOKEN as a bearer token. urllib
-    itself reads userinfo as part of the host name ("Name or service not known"), so the
-    userinfo is taken off the address and sent as the header."""
-    parts = urllib.parse.urlsplit(uri)
-    netloc = parts.netloc.rpartition("@")[2]
-    url = urllib.parse.urlunsplit(parts._replace(netloc=netloc)).rstrip("/") + "/health"
-    user = os.environ.get("MLFLOW_TRACKING_USERNAME")
-    password = os.environ.get("MLFLOW_TRACKING_PASSWORD")
-    if not (user and password) and parts.username is not None:
-        user, password = (urllib.parse.unquote(parts.username),
-                          urllib.parse.unquote(parts.password or ""))  # fmt: skip
-    headers = {}
-    if user or password:
-        pair = base64.b64encode(f"{user or ''}:{password or ''}".encode()).decode()
-        headers["Authorization"] = f"Basic {pair}"
-    elif os.environ.get("MLFLOW_TRACKING_TOKEN"):
-        headers["Authorization"] = f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"
-    return urllib.request.Request(url, headers=headers)
-
-
-def _credentials_hint(uri: str) -> str:
-    """Where credentials for an mlflow server belong, when the URI carries some."""
-    if urllib.parse.urlsplit(uri).password is None:
-        return ""
-    return (
-        "; give the server's credentials in MLFLOW_TRACKING_USERNAME and "
-        "MLFLOW_TRACKING_PASSWORD rather than in the URI (MLflow's client reads both)"
-    )
-
-
-def create_store(uri: str) -> None:
-    """Make sure an embedded store exists, created whole or not at all; servers make their own.
-
-    MLflow builds a new SQLite store by running its schema migrations one by one in the file
-    itself, so a second process that opens the file meanwhile (a second driver refused by the
-    lease, another study sharing the default store, ``study status``, ``mlflow ui``) runs the same
-    migrations at once and fails, or migrates a store it only meant to read. The store is
-    therefore built under a private name beside its place and linked there in one step: a process
-    that finds the file finds it complete. Two creators race harmlessly: the first link wins and
-    the other's copy is discarded. Within one process the creators take turns: alembic, which
-    runs the migrations, keeps its context in a module global.
-    """
-    if not uri.startswith("sqlite:///"):
-        return
-    with _CREATING:
-        _create_store(uri)
-
-
-_CREATING = threading.Lock()
-
-
-def _create_store(uri: str) -> None:
-    path = Path(uri.removeprefix("sqlite:///"))
-    if store_exists(uri) or path.exists():
-        # another process's store, perhaps still being built in place (a notebook's MlflowClient
-        # makes a new store where it is named): opened only once whole, or refused. MLflow would
-        # otherwise run its migrations a second time on the tables being made (daizutabi/
-        # hydraflow#245: "duplicate column name: step")
-        if problem := store_problem(uri):
-            raise StudyError(f"--tracking-uri {uri!r}: {problem}")
-        if store_exists(uri):
-            return
-    _remove_dead_partials(path)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.partial")
-    try:
-        _build_store(partial)
-        settle_journal_mode(partial, uri)  # born in WAL mode: no reader ever finds it otherwise
-        try:
-            os.link(partial, path)  # atomic, and never replaces a store another process made
-        except OSError:  # another creator's store, an empty file, or no hard links here
-            if not store_exists(uri):
-                os.replace(partial, path)  # atomic too; an empty file gives way to a store
-    finally:
-        partial.unlink(missing_ok=True)
-
-
-def _build_store(partial: Path) -> None:
-    """A new store at ``partial``, exactly the one MlflowClient would create (its Default
-    experiment's artifact root included): a copy of the template MLflow's own builder made
-    (study.store_template), or, the first time, MLflow's builder itself."""
-    if copy_template(partial):
-        return
-    store = sqlalchemy_store(f"sqlite:///{partial}")
-    store.engine.dispose()  # nothing keeps the private name open once it is linked
-    keep_as_template(partial)
-
-
-def writing_client(uri: str):
-    """MLflow's client of ``uri`` for the driver's calls: on an embedded store, each one waits
-    out another process's lock (:class:`study.store_locks.PatientClient`)."""
-    _bind_mlflow()
-    client = MlflowClient(uri)
-    return PatientClient(client, uri) if uri.startswith("sqlite:///") else client
-
-
-def _remove_dead_partials(path: Path) -> None:
-    """Remove the half-built stores of creators killed on this host (their pid is gone)."""
-    for partial in path.parent.glob(f".{glob.escape(path.name)}.*.partial"):
-        pid = partial.name.removeprefix(f".{path.name}.").split(".")[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            partial.unlink(missing_ok=True)
 
 
 def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
@@ -326,47 +170,6 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
     except Exception as err:  # MLflow's, or SQLite's through the reader
         why = getattr(err, "message", None) or str(err)
         raise StudyError(f"tracking store {shown!r} cannot be read: {redacted(why)}") from None
-
-
-@functools.cache
-def git_head() -> tuple[str, bool] | None:
-    """(full commit, dirty?) of the checkout this code runs from; None outside a git checkout.
-    Read once per process: the code a driver runs is the code it loaded."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        sha = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=True,
-        ).stdout.strip()  # fmt: skip
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (sha, bool(dirty)) if sha else None
-
-
-def code_version() -> str:
-    head = git_head()
-    if head is not None:
-        return head[0][:7] + ("-dirty" if head[1] else "")
-    from importlib.metadata import version
-
-    return version("contrastive-studies")
-
-
-def source_tags() -> dict[str, str]:
-    """MLflow's standard source tags, as ``mlflow.start_run`` writes them (``MlflowClient``
-    writes none): the user, the entry point (``sys.argv[0]``, e.g. the ``study`` command), the
-    source type LOCAL, and the git commit when the code runs from a git checkout."""
-    from mlflow.tracking.context.default_context import DefaultRunContext
-
-    tags = dict(DefaultRunContext().tags())
-    head = git_head()
-    if head is not None:
-        tags[MLFLOW_GIT_COMMIT] = head[0]
-    return tags
 
 
 def _flat_params(plan: TrialPlan) -> list[Param]:
@@ -433,175 +236,9 @@ def block_tags(spec: StudySpec) -> dict[str, str]:
     return {} if augments is None else {BLOCK_TAG: "2", "study.augments": augments.spec_sha}
 
 
-# ---------------------------------------------------------------------------------------------
-# the runs' own descriptions (Markdown) and the training dataset; the runs table's views and
-# the experiment's description: study.mlflow_views
-# ---------------------------------------------------------------------------------------------
-def run_link(experiment_id: str, run_id: str, tab: str = "") -> str:
-    """The UI's address of a run (or of one of its tabs, e.g. ``artifacts/report/report.html``),
-    relative to the UI's root: a Markdown link in a description opens it."""
-    tab = f"/{tab}" if tab else ""
-    return f"#/experiments/{experiment_id}/runs/{run_id}{tab}?{UI_MODE}"
-
-
-def replace_line(text: str, prefix: str, line: str) -> str:
-    """``text`` with its first line that starts with ``prefix`` replaced by ``line`` (appended
-    when there is none)."""
-    lines = text.splitlines()
-    for i, old in enumerate(lines):
-        if old.startswith(prefix):
-            lines[i] = line
-            return "\n".join(lines)
-    return "\n".join([*lines, line])
-
-
-def _factor_text(plan: TrialPlan) -> str:
-    parts = []
-    for name, value in plan.factors.items():
-        short = ABBREVIATIONS.get(name)
-        parts.append(f"`{name}`{f' ({short})' if short else ''} = {in_markdown(str(value))}")
-    return "; ".join(parts)
-
-
-def _status_line(status: str, examples_seen: int | None, budget: int | str | None) -> str:
-    seen = "not recorded" if examples_seen is None else f"{int(examples_seen):,}"
-    of = f" of {int(budget):,}" if budget not in (None, "") else ""
-    return f"{STATUS_LINE} {status} · **examples seen:** {seen}{of}"
-
-
-# between a finished trial's factors and its target's value, in its run name and in the first
-# line of its description: "τ=0.1 B=64 seed=0 — probe/knn_top1_h 84.5%"
-TARGET_MARK = " — "
-TRIAL_TITLE = "**Trial `"  # how a child run's description starts (trial_note)
-
-
-def finished_name(name: str, target: str | None, value: Any) -> str:
-    """A trial's run name once it finished: its factors and seed (the name it was created with,
-    :attr:`search_spaces.designs.TrialPlan.run_name`), then its target's value as the headline
-    reads it (97.5% for an accuracy). MLflow's run page opens on its name, its description far
-    below at a laptop's width, so this is where its result is seen first. The name alone when
-    there is no finite value."""
-    base = name.split(TARGET_MARK, 1)[0]
-    if not target or isinstance(value, bool) or not isinstance(value, int | float):
-        return base
-    if not math.isfinite(value):
-        return base
-    from analysis.stats.units import level
-
-    return f"{base}{TARGET_MARK}{target} {level(target, float(value))}"
-
-
-def finished_title(note: str, name: str, status: str) -> str:
-    """A child run's description with its first line led by its finished name and status:
-    "**τ=0.1 B=64 seed=0 — probe/knn_top1_h 84.5%** (finished) · **Trial `p000-r0`** of …"."""
-    lines = note.splitlines() or [""]
-    first = lines[0]
-    start = first.find(TRIAL_TITLE)
-    lines[0] = f"**{in_markdown(name)}** ({status}) · {first[start:] if start >= 0 else first}"
-    return "\n".join(lines)
-
-
-def trial_note(plan: TrialPlan, study: str, experiment_id: str, parent_id: str) -> str:
-    """A child run's description (Markdown) when it is created: its factor values, status,
-    examples seen and its parent run."""
-    return "\n".join([
-        f"{TRIAL_TITLE}{plan.key}`** of study `{study}`: point `{plan.point_id}`, replicate "
-        f"{plan.replicate} (seed {plan.seed})",
-        "",
-        f"- **Factors:** {_factor_text(plan)}",
-        _status_line("scheduled", 0, plan.config.budget_examples),
-        f"- **Parent:** [{in_markdown(study)}]({run_link(experiment_id, parent_id)})",
-    ])  # fmt: skip
-
-
-def data_fields(config: TrialConfig) -> dict[str, Any]:
-    """The TrialConfig fields the training data depends on (``trainables.sources.DATA_FIELDS``)."""
-    return {name: getattr(config, name) for name in DATA_FIELDS}
-
-
-def training_dataset(config: TrialConfig) -> DatasetInput:
-    """The trial's training data as an MLflow dataset input (context ``training``), read without
-    loading any data. Name: the ``dataset`` field; digest: a fingerprint of
-    ``trainables.sources.data_key`` (the data fields and, for data on disk, the size and time of
-    every file under ``data_root``, as the trainables key their cache of a dataset; for a bucket
-    URI its objects' content key, from a listing); source: the data root (a bucket URI as it
-    is), or the loader of digits and of the toy data; profile: the data fields."""
-    _bind_mlflow()
-    from mlflow.data.code_dataset_source import CodeDatasetSource
-    from mlflow.data.dataset_source_registry import (
-        get_dataset_source_from_json,
-        resolve_dataset_source,
-    )
-    from mlflow.data.meta_dataset import MetaDataset
-
-    if config.dataset == "digits":
-        source = CodeDatasetSource({"loader": "sklearn.datasets.load_digits"})
-    elif config.dataset == "toy":
-        source = CodeDatasetSource({"loader": "trainables.data.toy_samples"})
-    elif is_remote(config.data_root):
-        try:  # s3://, gs://, hdfs://… have MLflow source types of their own
-            source = resolve_dataset_source(config.data_root)
-        except MlflowException:
-            source = CodeDatasetSource({"uri": config.data_root})
-    else:
-        root = str(data_dir(config).resolve())  # a plain path or file:// URI: no download
-        source = get_dataset_source_from_json(json.dumps({"uri": root}), "local")
-    key = json.dumps(data_key(config), default=str)
-    digest = hashlib.sha256(key.encode()).hexdigest()[:8]
-    meta = MetaDataset(source, name=config.dataset, digest=digest).to_dict()
-    profile = {k: v for k, v in data_fields(config).items() if v is not None}
-    dataset = Dataset(
-        meta["name"], meta["digest"], meta["source_type"], meta["source"],
-        profile=json.dumps(profile, default=str),
-    )  # fmt: skip
-    return DatasetInput(dataset, [InputTag(MLFLOW_DATASET_CONTEXT, "training")])
-
-
-def evidence_files(evidence: dict[str, Any], folder: Path) -> list[Path]:
-    """Write a trial's evidence into ``folder``: ``evidence.json`` (all of it but the panel
-    and the outcomes), one CSV per table (``per_class``, ``per_group``, ``shift``,
-    ``source_return``; empty ones skipped), ``source_return.png`` (the panel, when the data are
-    images) and ``outcomes.parquet`` (every probe's label for each held-out item,
-    :func:`analysis.reading.outcomes.write_outcomes`). Returns the files written; none for an empty
-    evidence."""
-    if not evidence:
-        return []
-    written = []
-    png = evidence.get("source_return_png")
-    outcomes = evidence.get(OUTCOMES_KEY)
-    rest = {k: v for k, v in evidence.items() if k not in ("source_return_png", OUTCOMES_KEY)}
-    (folder / "evidence.json").write_text(json.dumps(rest, indent=1))
-    written.append(folder / "evidence.json")
-    if outcomes:
-        from analysis.reading.outcomes import write_outcome_json  # pandas: only to write them
-
-        written.append(write_outcome_json(folder / OUTCOMES_FILE, outcomes))
-    for name in EVIDENCE_TABLES:
-        rows = evidence.get(name) or []
-        if rows:
-            columns = list(dict.fromkeys(c for row in rows for c in row))
-            with open(folder / f"{name}.csv", "w", newline="") as out:
-                writer = csv.DictWriter(out, columns)
-                writer.writeheader()
-                writer.writerows(rows)
-            written.append(folder / f"{name}.csv")
-    if png:
-        (folder / SOURCE_RETURN_PNG).write_bytes(base64.b64decode(png))
-        written.append(folder / SOURCE_RETURN_PNG)
-    return written
-
-
 # The tracking URIs this process opened, by the same URI without credentials: what a record
 # unpickled in this process is given back (StudyRecord.__getstate__ writes no password)
 _GIVEN_URIS: dict[str, str] = {}
-
-
-def quiet_run_links(uri: str) -> None:
-    """MLflow's client prints "View run … at: URL" with the tracking URI as given, password and
-    all, whenever a run of a server's ends: off for a URI that carries a password (the study
-    prints its own links, without credentials: study.mlflow_views.ui_url)."""
-    if redacted(uri) != uri:
-        os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
 
 
 def _create_experiment(client, study: str, location: str | None) -> str:
@@ -621,6 +258,7 @@ class StudyRecord:
 
     def __init__(self, tracking_uri: str, study: str, artifact_root: str | Path | None = None):
         create_store(tracking_uri)
+        _bind_mlflow()
         client = writing_client(tracking_uri)
         experiment = find_experiment(client, study)
         if experiment is not None and experiment.name != study:  # renamed in MLflow's UI
@@ -783,30 +421,20 @@ class StudyRecord:
             )
         self.client.set_tag(run_id, MLFLOW_RUN_NOTE, markdown)
 
-    def log_summary(self, run_id: str, df, metric: str, mode: str, outcomes=None):
-        """The study's summary on its parent run, from the results table ``df``: metrics
-        ``study/trials``, ``study/trials_finished`` and, when a finished trial has a value of
-        ``metric``, ``study/best_mean``, ``study/best_n`` and the 95 % t interval
-        ``study/best_ci_low`` and ``study/best_ci_high`` (only when the best point has two
-        replicates or more: no interval is never logged as one of zero width; an interval
-        logged earlier for another best point is overwritten with NaN); tags
-        ``study.best_point_id``, ``study.best_factors`` (JSON), ``study.target_metric`` and
-        ``study.target_mode``. Step: the number of finished trials (a value already logged
-        there is not logged again: see ``_summary_step``). ``outcomes``: the study's per-item
-        outcomes (the interval then counts the held-out items too, as the report's does).
-        Returns the :class:`analysis.stats.best.BestPoint`, or None when nothing finished with a
-        value.
-        """
-        from analysis.stats.best import best_point, finished_trials
-
+    def log_summary(self, run_id: str, summary) -> None:
+        """The study's summary (:class:`analysis.stats.best.StudySummary`, computed where every
+        other reader of the best point computes it) on its parent run: metrics ``study/trials``,
+        ``study/trials_finished`` and, when a finished trial has a value of the target,
+        ``study/best_mean``, ``study/best_n`` and the 95 % interval ``study/best_ci_low`` and
+        ``study/best_ci_high`` (only when the best point has one: no interval is never logged
+        as one of zero width; an interval logged earlier for another best point is overwritten
+        with NaN); tags ``study.best_point_id``, ``study.best_factors`` (JSON),
+        ``study.target_metric`` and ``study.target_mode``. Step: the number of finished trials
+        (a value already logged there is not logged again: see ``_summary_step``)."""
         stamp = int(time.time() * 1000)
-        finished = len(finished_trials(df))
-        values = {"trials": float(len(df)), "trials_finished": float(finished)}
-        tags = {"study.target_metric": metric, "study.target_mode": mode}
-        best = None
-        if metric in df.columns:  # else no trial logged it (every one failed early)
-            with contextlib.suppress(LookupError):  # no finished trial has a value of it
-                best = best_point(df, metric, mode, outcomes=outcomes)
+        finished, best = summary.finished, summary.best
+        values = {"trials": float(summary.trials), "trials_finished": float(finished)}
+        tags = {"study.target_metric": summary.metric, "study.target_mode": summary.mode}
         if best is not None:
             values |= {"best_mean": best.mean, "best_n": float(best.n)}
             tags |= {"study.best_point_id": best.point_id,
@@ -822,7 +450,6 @@ class StudyRecord:
             if step is not None:
                 metrics.append(Metric(SUMMARY_PREFIX + name, float(value), stamp, step))
         self.client.log_batch(run_id, metrics=metrics, tags=[RunTag(k, v) for k, v in tags.items()])
-        return best
 
     def _summary_step(self, run_id: str, key: str, value: float, step: int) -> int | None:
         """The step to log a summary metric at: ``step`` (the finished trials), or None when the
@@ -933,7 +560,7 @@ class StudyRecord:
     def _note_status(self, run, status: str, examples_seen: int | None) -> RunTag:
         """The child run's description with its status line rewritten."""
         note = run.data.tags.get(MLFLOW_RUN_NOTE, "")
-        line = _status_line(status, examples_seen, run.data.params.get("budget_examples"))
+        line = status_line(status, examples_seen, run.data.params.get("budget_examples"))
         return RunTag(MLFLOW_RUN_NOTE, replace_line(note, STATUS_LINE, line))
 
     def last_logged_step(self, run_id: str) -> int:
@@ -1115,12 +742,3 @@ class StudyRecord:
 __all__ = [
     "StudyRecord", "check_store", "check_tracking_uri", "default_tracking_uri",
 ]  # fmt: skip
-
-
-def parent_run_name(spec: StudySpec) -> str:
-    """The name of the parent run a study file opens: the study's own, and for the block that
-    ``study augment`` adds, ``<study> · block 2 (axial and centre points)``, so the MLflow UI
-    tells the two parent runs of one study apart."""
-    if spec.design.augments is None:
-        return spec.study
-    return f"{spec.study} · block 2 (axial and centre points)"

@@ -24,7 +24,8 @@ from study.export import results_table
 from study.finished import INPUTS_FILE, REPORT_DIR, inputs_text
 from study.mlflow_views import point_to_report
 from study.paths import refuse
-from study.record import EVIDENCE_ARTIFACTS, MAX_TAG, SOURCE_RETURN_PNG, StudyRecord
+from study.record import MAX_TAG, StudyRecord
+from study.run_artifacts import EVIDENCE_ARTIFACTS, SOURCE_RETURN_PNG
 from trainables.shown import in_markdown
 
 HISTORY_METRICS = ("z/align", "z/uniform", "probe/knn_top1_h")

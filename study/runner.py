@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from analysis.reading.state import STORAGE_TAG
+from analysis.stats.best import study_summary
 from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPlan, build_design
 from search_spaces.spec import (
     StudyError,
@@ -61,13 +62,7 @@ from study.leftovers import Leftovers
 from study.mlflow_views import TRIALS_VIEW, start_described_parent, ui_url, view_link
 from study.paths import download_folder, writable_folder
 from study.progress import ProgressView, StudyProgress
-from study.record import (
-    StudyRecord,
-    check_plan_fits,
-    check_store,
-    check_tracking_uri,
-    default_tracking_uri,
-)
+from study.record import StudyRecord, check_plan_fits, check_store
 from study.stopping import (
     STOP_SIGNALS,
     first_stop_signal,
@@ -80,6 +75,7 @@ from study.stopping import (
 from study.storage import Storage, check_writable, open_storage
 from study.store_locks import StoreHeldError, impatient, store_held
 from study.terminal import say
+from study.tracking_store import check_tracking_uri, default_tracking_uri
 from trainables.checkpoints import RESUME_NOTE
 from trainables.remote import redacted
 from trainables.sources import check_data
@@ -1290,8 +1286,9 @@ def _summarise(record: StudyRecord, parent_id: str, results: Path, spec: StudySp
 
     try:
         outcomes = study_outcomes(record, record.uri)
-        record.log_summary(parent_id, read_results(results), spec.target.metric, spec.target.mode,
-                           outcomes)  # fmt: skip
+        summary = study_summary(read_results(results), spec.target.metric, spec.target.mode,
+                                outcomes)  # fmt: skip
+        record.log_summary(parent_id, summary)
     except Exception as err:  # the study itself is complete and recorded
         say(f"the parent run's summary was not logged: {type(err).__name__}: {err}")
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.reading.state import RUNNING, study_state
+from analysis.reading.store import store_exists
 from search_spaces.designs import FixedDesign, build_design
 from search_spaces.sequential import (
     augment_spec,
@@ -26,12 +27,8 @@ from search_spaces.sequential import (
 from search_spaces.spec import StudyError, StudySpec, load_spec, read_study_text
 from study.commands import duration, shell_command, tool
 from study.paths import new_file
-from study.record import (
-    StudyRecord,
-    check_store,
-    check_tracking_uri,
-    store_exists,
-)
+from study.record import StudyRecord, check_store
+from study.tracking_store import check_tracking_uri
 
 
 @dataclass(frozen=True)

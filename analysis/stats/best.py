@@ -274,3 +274,23 @@ def best_of_target(df: pd.DataFrame, target: dict[str, str], outcomes=None) -> B
         return best_point(df, target["metric"], target["mode"], outcomes=outcomes)
     except (LookupError, ValueError):  # no finished trial, or the metric is not recorded
         return None
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """What the parent run's summary says: how many trials, how many finished, and the best
+    point of the target among the finished (None when none has a value of it)."""
+
+    trials: int
+    finished: int
+    metric: str
+    mode: str
+    best: BestPoint | None
+
+
+def study_summary(df: pd.DataFrame, metric: str, mode: str, outcomes=None) -> StudySummary:
+    """The summary of the results frame ``df`` for the target ``metric`` (``mode``)."""
+    best = None
+    if metric in df.columns:  # else no trial logged it (every one failed early)
+        best = best_of_target(df, {"metric": metric, "mode": mode}, outcomes)
+    return StudySummary(len(df), len(finished_trials(df)), metric, mode, best)

@@ -13,8 +13,8 @@ def sqlalchemy_store(uri: str) -> Any:
     """The SQLAlchemy tracking store of ``uri`` (``sqlite:///…``), built as ``MlflowClient(uri)``
     builds it: its schema migrations run and its Default experiment made with the artifact root
     MLflow gives it here. Why private: MLflow has no public call that creates a store without
-    a client, and :func:`study.record.create_store` builds it under a private name before linking
-    it into place (a client would also cache the store under that name)."""
+    a client, and :func:`study.tracking_store.create_store` builds it under a private name
+    before linking it into place (a client would also cache the store under that name)."""
     from mlflow.tracking._tracking_service.utils import _get_sqlalchemy_store
 
     return _get_sqlalchemy_store(uri, None)

@@ -384,7 +384,7 @@ class UI:
     def open(self, fragment: str, **size) -> None:
         """Open a page of the UI as the study's own links do: in its model-training mode
         (``workflowType=machine_learning``; MLflow 3.17 otherwise opens its GenAI pages)."""
-        from study.record import UI_MODE
+        from study.run_notes import UI_MODE
 
         if "workflowType=" not in fragment:
             fragment += ("&" if "?" in fragment else "?") + UI_MODE

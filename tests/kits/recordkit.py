@@ -98,8 +98,9 @@ def planted_outcomes(record: StudyRecord, run_id: str, final: dict, n: int, i: i
     return exact
 
 
-def plant_running(uri: str, name: str = NAME, finished: int = 1, pid: int | None = None,
-                  host: str | None = None) -> list[str]:
+def plant_running(
+    uri: str, name: str = NAME, finished: int = 1, pid: int | None = None, host: str | None = None
+) -> list[str]:
     """Turn a recorded study (:func:`record_study`) into one that is still running, or whose
     driver is gone: its first ``finished`` trials (by key) stay FINISHED, the others and the
     parent run are RUNNING again (their metrics as they were, partial values of a running

@@ -26,8 +26,9 @@ from analysis.study_analysis import analyse
 from search_spaces.designs import build_design
 from search_spaces.spec import load_spec
 from study.baselines import measure_for_study, study_architectures
-from study.record import OUTCOMES_KEY, StudyRecord
+from study.record import StudyRecord
 from study.reporting import make_report
+from study.run_artifacts import OUTCOMES_KEY
 from trainables.baselines import measure_baselines
 
 METRIC = "probe/knn_top1_h"

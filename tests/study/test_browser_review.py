@@ -508,7 +508,7 @@ def test_parent_description_opens_with_the_verdict_best_point_standing_and_next_
 
 def test_child_run_first_screen_shows_its_factors_and_target_value(ui: UI):
     """A child run's page at 1280 x 800, the Assistant open, unscrolled: its name (the page's
-    heading, study.record.finished_name) gives its factor values and its target's value. Its
+    heading, study.run_notes.finished_name) gives its factor values and its target's value. Its
     description, which says so too in its first line, lies below the fold at this width."""
     from analysis.stats.units import level
     from search_spaces.designs import ABBREVIATIONS

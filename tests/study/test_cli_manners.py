@@ -163,7 +163,7 @@ def test_progress_best_counts_trials_finished_before_a_resume():
 
 def test_an_augmented_block_has_a_parent_run_name_of_its_own():
     from search_spaces.sequential import augment_spec
-    from study.record import parent_run_name
+    from study.run_notes import parent_run_name
 
     old = parse_spec(_toy())
     new, _ = augment_spec(old)

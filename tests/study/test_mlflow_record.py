@@ -18,11 +18,14 @@ import pytest
 from mlflow.tracking import MlflowClient
 from studykit import duplicated_metric_rows, sqlite_companion
 
+from analysis.stats.best import study_summary
 from search_spaces.designs import build_design
 from search_spaces.spec import parse_spec
 from study import CHECKS_KEY
 from study.mlflow_views import describe_study, point_to_report, start_described_parent
-from study.record import KIND, KIND_TAG, StudyRecord, create_store, training_dataset
+from study.provenance import training_dataset
+from study.record import KIND, KIND_TAG, StudyRecord
+from study.tracking_store import create_store
 from trainables.config import TrialConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -266,7 +269,8 @@ def test_parent_summary_metrics_from_a_results_table_worked_by_hand(recorded):
         ("p1", "finished", 0.5, 0.74), ("p1", "finished", 0.5, 0.72),
         ("p1", "failed", 0.5, 0.99),
     ])  # fmt: skip
-    best = record.log_summary(parent, df, TARGET, "max")
+    best = study_summary(df, TARGET, "max").best
+    record.log_summary(parent, study_summary(df, TARGET, "max"))
     run = record.client.get_run(parent)
     m, tags = run.data.metrics, run.data.tags
     half = T_2 * 0.02 / math.sqrt(3)  # s = 0.02 over 3 replicates
@@ -281,7 +285,7 @@ def test_parent_summary_metrics_from_a_results_table_worked_by_hand(recorded):
 
     # a later best point of one replicate: its interval is none, and the earlier one goes
     later = pd.concat([df, _results([("p2", "finished", 0.3, 0.95)])], ignore_index=True)
-    record.log_summary(parent, later, TARGET, "max")
+    record.log_summary(parent, study_summary(later, TARGET, "max"))
     m = record.client.get_run(parent).data.metrics
     assert m["study/best_mean"] == pytest.approx(0.95) and m["study/best_n"] == 1
     assert math.isnan(m["study/best_ci_low"]) and math.isnan(m["study/best_ci_high"])
@@ -290,14 +294,15 @@ def test_parent_summary_metrics_from_a_results_table_worked_by_hand(recorded):
 def test_a_summary_of_the_same_trials_is_not_written_twice(recorded, tmp_path):
     record, _, _, parent, _ = recorded
     df = _results([("p0", "finished", 0.1, 0.80), ("p0", "finished", 0.1, 0.84)])
-    record.log_summary(parent, df, TARGET, "max")
-    record.log_summary(parent, df, TARGET, "max")  # the study resumed: the same export
+    record.log_summary(parent, study_summary(df, TARGET, "max"))
+    # the study resumed: the same export
+    record.log_summary(parent, study_summary(df, TARGET, "max"))
     assert duplicated_metric_rows(tmp_path / "mlflow.db") == []
     history = record.client.get_metric_history(parent, "study/best_mean")
     assert [(m.step, m.value) for m in history] == [(2, pytest.approx(0.82))]
     # the same count of finished trials with another value: one step further, never a twin row
     changed = _results([("p0", "finished", 0.1, 0.80), ("p0", "finished", 0.1, 0.90)])
-    record.log_summary(parent, changed, TARGET, "max")
+    record.log_summary(parent, study_summary(changed, TARGET, "max"))
     history = record.client.get_metric_history(parent, "study/best_mean")
     assert sorted((m.step, round(m.value, 6)) for m in history) == [(2, 0.82), (3, 0.85)]
     assert record.client.get_run(parent).data.metrics["study/best_mean"] == pytest.approx(0.85)
@@ -309,7 +314,9 @@ def test_one_replicate_logs_no_interval_and_nothing_finished_logs_no_best(tmp_pa
     spec = _spec("single", replicates=1)
     record = StudyRecord(uri, spec.study, tmp_path / "artifacts")
     parent = record.start_parent(spec, build_design(spec), "text")
-    record.log_summary(parent, _results([("p0", "finished", 0.1, 0.9)]), TARGET, "max")
+    record.log_summary(
+        parent, study_summary(_results([("p0", "finished", 0.1, 0.9)]), TARGET, "max")
+    )
     metrics = record.client.get_run(parent).data.metrics
     assert metrics["study/best_mean"] == 0.9
     assert not {"study/best_ci_low", "study/best_ci_high"} & set(metrics)
@@ -318,7 +325,9 @@ def test_one_replicate_logs_no_interval_and_nothing_finished_logs_no_best(tmp_pa
     spec = _spec("none-finished")
     parent = other.start_parent(spec, build_design(spec), "text")
     failed = pd.DataFrame({"point_id": ["p0"], "status": ["failed"]})
-    assert other.log_summary(parent, failed, TARGET, "max") is None
+    summary = study_summary(failed, TARGET, "max")
+    assert summary.best is None
+    other.log_summary(parent, summary)
     run = other.client.get_run(parent)
     assert run.data.metrics == {"study/trials": 1.0, "study/trials_finished": 0.0}
     assert "study.best_point_id" not in run.data.tags

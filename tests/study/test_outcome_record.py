@@ -14,7 +14,7 @@ from studykit import child_runs, parent_runs, write_spec
 
 from analysis.reading.load import load_outcomes, load_study
 from analysis.reading.outcomes import BASELINE_FOLDER, TRIAL_ARTIFACT
-from study.record import EVIDENCE_ARTIFACTS, OUTCOMES_FILE
+from study.run_artifacts import EVIDENCE_ARTIFACTS, OUTCOMES_FILE
 from study.runner import run_study
 
 NAME = "outcomes"

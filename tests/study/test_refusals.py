@@ -185,8 +185,10 @@ def test_a_notebook_reading_a_file_that_is_no_store_is_told_why_and_it_stays_as_
     ("make", "said"),
     [
         (lambda d: d / "missing.parquet", "missing.parquet: no such file"),
-        (lambda d: (d / "r.csv").write_text("a,b\n1,2\n") and d / "r.csv",
-         "r.csv: not a Parquet file (Could not open Parquet input source"),
+        (
+            lambda d: (d / "r.csv").write_text("a,b\n1,2\n") and d / "r.csv",
+            "r.csv: not a Parquet file (Could not open Parquet input source",
+        ),
         (lambda d: (d / "folder").mkdir() or d / "folder", "folder: a folder, not a results"),
     ],
 )

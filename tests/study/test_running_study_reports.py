@@ -201,8 +201,7 @@ def _log_final(uri: str, key: str, metric: str, value: float) -> None:
     client.log_metric(run.info.run_id, metric, value, step=step)
 
 
-def test_a_metric_changed_in_mlflow_is_never_answered_from_the_stored_report(tmp_path,
-                                                                             monkeypatch):
+def test_a_metric_changed_in_mlflow_is_never_answered_from_the_stored_report(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     file, uri = _reported(tmp_path)
     stored = _cheap(file, uri)

@@ -82,11 +82,13 @@ def test_a_spoiled_outcomes_file_is_named_and_the_best_point_keeps_its_line(tmp_
     assert report["measurement"]["items"] == HELD_OUT
 
 
-
 def complete_checkpoints(trial_dir: Path) -> list[Path]:
     """The trial's complete checkpoints, oldest first (one set aside is none of them)."""
-    return sorted(p for p in trial_dir.glob("checkpoint_*")
-                  if re.fullmatch(r"checkpoint_\d+", p.name) and (p / "DONE").is_file())
+    return sorted(
+        p
+        for p in trial_dir.glob("checkpoint_*")
+        if re.fullmatch(r"checkpoint_\d+", p.name) and (p / "DONE").is_file()
+    )
 
 
 @pytest.mark.slow

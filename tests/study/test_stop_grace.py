@@ -110,9 +110,7 @@ STOPS = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("signum", "group"), STOPS)
-def test_a_stop_ends_the_runs_at_once_while_the_main_thread_is_stuck_in_c(
-    tmp_path, signum, group
-):
+def test_a_stop_ends_the_runs_at_once_while_the_main_thread_is_stuck_in_c(tmp_path, signum, group):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     driver = subprocess.Popen(
         [sys.executable, "-c", STUCK_DRIVER, uri], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -333,8 +331,10 @@ def test_a_study_stopped_at_each_phase_with_each_grace_keeps_a_true_record(workd
         # the runs left are ended KILLED first, the trials resumed, then the report
         command, driver = reach("the report", lambda: list(staging.glob("study-out-*")), True)
         said = stopped(driver, 1, "report")
-        assert f"{len(left)} runs left RUNNING or SCHEDULED by a driver that is gone ended " \
-            "KILLED" in said, said
+        assert (
+            f"{len(left)} runs left RUNNING or SCHEDULED by a driver that is gone ended "
+            "KILLED" in said
+        ), said
 
         again = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=600,
                                env=env)  # fmt: skip

@@ -12,7 +12,8 @@ import pytest
 from study.commands import mlflow_command, shell_command, ui_command
 from study.mlflow_views import ui_url
 from study.node_env import is_secret
-from study.record import StudyRecord, health_request
+from study.record import StudyRecord
+from study.tracking_store import health_request
 from trainables.remote import redacted, without_credentials
 
 URI = "http://alice:S3CRET@mlflow.example:5000"

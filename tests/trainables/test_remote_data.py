@@ -231,7 +231,7 @@ def test_trainables_import_and_train_without_pyarrow():
 
 
 def test_the_recorded_dataset_names_the_bucket_and_fingerprints_its_content(bucket_images, cache):
-    from study.record import training_dataset
+    from study.provenance import training_dataset
 
     first = training_dataset(config(URI)).dataset
     assert first.source_type == "s3" and json.loads(first.source) == {"uri": URI}

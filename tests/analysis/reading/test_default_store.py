@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.reading.load import default_store, load_study
-from study.record import default_tracking_uri
+from study.tracking_store import default_tracking_uri
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from analysis.reading.store import mlflow_schema_chain, mlflow_schema_head, store_problem
-from study.record import create_store
+from study.tracking_store import create_store
 
 
 @pytest.fixture
