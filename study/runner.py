@@ -43,7 +43,7 @@ from search_spaces.spec import (
 )
 from study.baselines import measure_for_study
 from study.capacity import LOCAL_OBJECT_STORE, check_resources, fitting_trials, local_capacity
-from study.cluster import LOST_AFTER_S, reach_cluster, watch_cluster
+from study.cluster import LOST_AFTER_S, check_token_auth_ray, reach_cluster, watch_cluster
 from study.commands import shell_command, tool, ui_command
 from study.driver_gone import RUN_COMMAND_TAG
 from study.export import export_parquet
@@ -291,6 +291,7 @@ def preflight(
     the field and value: the data, every trial's fit in MLflow's limits, the tracking store and
     this study's state in it (deleted, changed study file), and this machine's resources.
     Returns whether the study is already recorded (a resume)."""
+    check_token_auth_ray()  # a token asked of a Ray that has no token authentication
     sample = design.sample_config()
     try:
         check_data(sample)
