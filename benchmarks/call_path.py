@@ -121,7 +121,9 @@ def main() -> None:
     ray.init = lambda *_, **__: None
     ray.is_initialized = lambda: False
     ray.shutdown = lambda *_, **__: None
-    ray.cluster_resources = lambda: {"CPU": float(os.cpu_count() or 1), "GPU": 0.0}
+    from trainables.machine import usable_cpus
+
+    ray.cluster_resources = lambda: {"CPU": float(usable_cpus()), "GPU": 0.0}
     # the driver notes which node its local Ray started on: one node, named here
     ray.get_runtime_context = lambda: SimpleNamespace(get_node_id=lambda: "call-path-node")
     tune.Tuner = refuse

@@ -570,6 +570,8 @@ def main() -> None:
         "timeout_s": 1800,
         "params": model_params(config),
     }
+    from trainables.machine import usable_cpus
+
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
     found = measure(plan)
     load1 = os.getloadavg()[0]
@@ -587,7 +589,7 @@ def main() -> None:
         f"{gathered['examples_per_s'] / one_fewer['examples_per_s']:.2f}× examples/s; "
         f"local vs one worker with the same threads: "
         f"{local['examples_per_s'] / one_same['examples_per_s']:.2f}×; "
-        f"benchmark took {time.perf_counter() - t0:.0f} s on {os.cpu_count()} CPUs, "
+        f"benchmark took {time.perf_counter() - t0:.0f} s on {usable_cpus()} CPUs, "
         f"1-min load average {load0:.2f} before and {load1:.2f} after"
     )
     print(

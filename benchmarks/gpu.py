@@ -48,7 +48,6 @@ import argparse
 import contextlib
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -67,6 +66,7 @@ from trainables import idx  # noqa: E402
 from trainables.config import FASHION_MNIST_ROOT, TrialConfig  # noqa: E402
 from trainables.data import load_data, write_cifar10  # noqa: E402
 from trainables.encoders import build_model  # noqa: E402
+from trainables.machine import usable_cpus  # noqa: E402
 from trainables.train import (  # noqa: E402
     claim_share,
     heldout_features,
@@ -251,7 +251,7 @@ def sharing_config(args: argparse.Namespace) -> dict:
 
 def share_of_machine(count: int = SHARING) -> tuple[float, float]:
     """Each of ``count`` trials' (cpu, gpu) share of this machine, as a study would give it."""
-    cpu = max(1, (os.cpu_count() or count) // count)
+    cpu = max(1, usable_cpus() // count)
     return float(cpu), 1.0 / count
 
 
@@ -283,7 +283,7 @@ def run_shared(
     t0 = time.time()
     if ray is not None:
         if not ray.is_initialized():
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=usable_cpus(), include_dashboard=False, log_to_driver=False)
         task = ray.remote(num_cpus=cpu, num_gpus=gpu if torch.cuda.is_available() else 0)(
             one_shared_trial
         )
@@ -379,7 +379,7 @@ def measure(args: argparse.Namespace, t_start: float) -> None:
     """Every part asked for, printed as one table (see the module docstring)."""
     args.batch = base_config(args).batch_size
     name = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
-    print(f"benchmarks/gpu.py on {name}, torch {torch.__version__}, {os.cpu_count()} CPU cores"
+    print(f"benchmarks/gpu.py on {name}, torch {torch.__version__}, {usable_cpus()} CPU cores"
           f"{' (smoke: tiny sizes, numbers mean nothing)' if args.smoke else ''}")  # fmt: skip
     print(check_no_sync(args))
     print(check_evaluation(args))

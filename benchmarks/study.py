@@ -31,6 +31,7 @@ from pathlib import Path
 # This file is named study.py; keep its folder off the path so `study` is the package.
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 from study.runner import run_study  # noqa: E402
+from trainables.machine import usable_cpus  # noqa: E402
 
 TOY_SIZES = (3, 9)
 
@@ -119,7 +120,7 @@ def toy(
     """The toy studies of ``sizes`` trials at concurrency 1, ``repeat`` times each; the line
     through their outside times. Returns each size's last run."""
     print(f"toy studies of {' and '.join(map(str, sizes))} trials, concurrency 1, "
-          f"{os.cpu_count()} CPU cores")  # fmt: skip
+          f"{usable_cpus()} CPU cores")  # fmt: skip
     print(HEADER)
     points, last = [], {}
     for _ in range(repeat):
@@ -135,7 +136,7 @@ def toy(
 
 def concurrency(name: str, rows: list[dict[str, float]]) -> None:
     """One study at concurrency 1 and 2: trial efficiency and the speed-up."""
-    print(f"{name}, {os.cpu_count()} CPU cores")
+    print(f"{name}, {usable_cpus()} CPU cores")
     print(HEADER)
     for r in rows:
         print(row(name, r))

@@ -41,6 +41,7 @@ from pydantic import (
 )
 
 from trainables.config import TrialConfig
+from trainables.machine import parse_size
 from trainables.metrics import better
 from trainables.names import (
     FIELD_SYNONYMS,
@@ -428,11 +429,21 @@ class Resources(_Strict):
 
     ``workers`` W > 1 runs each trial as W data-parallel workers (Ray Train), each holding
     ``cpu`` CPUs and ``gpu`` GPUs: a trial holds W × cpu CPUs and W × gpu GPUs in all. The
-    trial's ``batch_size`` stays the global batch (each worker takes B / W of it)."""
+    trial's ``batch_size`` stays the global batch (each worker takes B / W of it).
+
+    ``memory`` (bytes; written ``2GiB``, ``512MB`` or a number of bytes) is what one trial (each
+    worker) holds of Ray's ``memory`` resource: Ray starts no more trials on a node than its
+    memory holds. None (the default) asks for none."""
 
     workers: int = Field(1, ge=1)
     cpu: float = Field(1.0, gt=0)
     gpu: float = Field(0.0, ge=0)
+    memory: int | None = Field(None, gt=0)
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        return value if value is None else parse_size(value)
 
     @field_validator("gpu")
     @classmethod
@@ -460,6 +471,11 @@ class Resources(_Strict):
     def trial_gpu(self) -> float:
         """GPUs one trial holds: every worker's."""
         return self.workers * self.gpu
+
+    @property
+    def trial_memory(self) -> int:
+        """Bytes of memory one trial holds: every worker's (0 when it asks for none)."""
+        return self.workers * (self.memory or 0)
 
 
 class Target(_Strict):
@@ -624,6 +640,8 @@ class StudySpec(_Strict):
         for option, kinds in DESIGN_OPTIONS.items():
             if self.design.kind not in kinds:
                 data["design"].pop(option, None)
+        if self.resources.memory is None:  # asked for none: the file says nothing of it
+            data["resources"].pop("memory")
         _add_augments(self, data)
         return data
 
@@ -640,6 +658,8 @@ class StudySpec(_Strict):
                 data["design"].pop(option, None)
         if self.resources.workers == 1:  # studies recorded before workers existed keep theirs
             data["resources"].pop("workers")
+        if self.resources.memory is None:  # and those recorded before memory existed too
+            data["resources"].pop("memory")
         _add_augments(self, data)
         text = json.dumps(data, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -241,6 +241,7 @@ def plan(
     if tracking_uri is not None:  # a store named where none can be: said, not passed over
         _checked(paths.store_file, tracking_uri, writing=False)
     data = table.to_json()
+    data["resources"] = study.canonical()["resources"]  # what one trial holds (memory in bytes)
     if estimate:
         from study.estimate import estimate as estimate_study
 
@@ -371,6 +372,8 @@ def _print_plan(data: dict, table) -> None:
         f"spec_sha {spec.sha}"
     )
     console.print(_target_line(spec), highlight=False)
+    if spec.resources.memory:
+        console.print(_resources_line(spec), highlight=False)
     if table.adaptive:
         from search_spaces.designs import objectives_of
 
@@ -394,6 +397,18 @@ def _print_plan(data: dict, table) -> None:
         f"every trial sees {data['totals']['examples_per_trial']} examples; "
         f"{data['totals']['examples']} in all"
     )
+
+
+def _resources_line(spec) -> str:
+    """What one trial holds, said where it asks for memory (Ray then packs trials by it)."""
+    from trainables.machine import shown_size
+
+    res = spec.resources
+    held = [f"{res.cpu:g} CPU"] + [f"{res.gpu:g} GPU"] * (res.gpu > 0)
+    held.append(f"{shown_size(res.memory)} of memory ({res.memory} bytes)")
+    each = "each trial" if res.workers == 1 else f"each of a trial's {res.workers} workers"
+    return (f"resources: {each} holds {', '.join(held)}; Ray starts no more trials on a node "
+            "than its memory holds")  # fmt: skip
 
 
 def _target_line(spec) -> str:

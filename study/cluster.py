@@ -30,6 +30,33 @@ from search_spaces.spec import StudyError
 
 CONNECT_TIMEOUT_S = 5.0  # a head that does not accept a TCP connection in 5 s is not there
 RUN_HERE = "or leave --address out to run the study on this machine"
+# the first Ray with token authentication (RAY_AUTH_MODE=token): pyproject.toml's floor. An
+# older Ray ignores the variable, so a cluster asked to require a token would run without one
+TOKEN_AUTH_RAY = "2.52.0"
+
+
+def check_token_auth_ray(version: str | None = None) -> None:
+    """Refuse ``RAY_AUTH_MODE=token`` on a Ray older than :data:`TOKEN_AUTH_RAY` (``version``:
+    the installed Ray's, read when None): that Ray would silently start or join a cluster with no
+    authentication at all, the docs' promise broken.
+
+    Raises:
+        StudyError: naming RAY_AUTH_MODE, the installed Ray's version and the one needed.
+    """
+    if os.environ.get("RAY_AUTH_MODE", "").strip().lower() != "token":
+        return
+    from packaging.version import Version
+
+    if version is None:
+        from importlib.metadata import version as installed
+
+        version = installed("ray")
+    if Version(version) < Version(TOKEN_AUTH_RAY):
+        raise StudyError(
+            f"RAY_AUTH_MODE=token: the installed Ray {version} has no token authentication "
+            f"(it came in Ray {TOKEN_AUTH_RAY}) and would run the cluster without any; install "
+            f"a newer Ray (pip install 'ray[tune]>={TOKEN_AUTH_RAY}'), as pyproject.toml asks"
+        )
 
 
 def reach_cluster(address: str) -> str:

@@ -7,17 +7,17 @@ a few training steps and one evaluation, read from the trial's own timers (``tim
 ``time/data_s``, ``time/eval_s``, ``time/evidence_s``). A trial then costs its setup, its steps
 at the measured seconds per step, its evaluations at the measured seconds per evaluation, and the
 final evaluation's evidence once. The trials are laid out on the study's slots (its concurrency,
-else this machine's CPUs over a trial's share) longest first, and the study's fixed costs are
-added: the driver's start (imports, Ray), the baselines when they are not cached, a worker's
-start per slot, and the export and report at the end (:data:`FIXED_S`, measured on this project's
-2-core machine; see ``docs/running.md``). Nothing is recorded and nothing is written.
+else the CPUs this process may use over a trial's share: its affinity and cgroup quota, not the
+machine's count) longest first, and the study's fixed costs are added: the driver's start
+(imports, Ray), the baselines when they are not cached, a worker's start per slot, and the
+export and report at the end (:data:`FIXED_S`, measured on this project's 2-core machine; see
+``docs/running.md``). Nothing is recorded and nothing is written.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-import os
 import time
 from dataclasses import dataclass
 
@@ -99,8 +99,12 @@ def _trial_configs(design) -> list:
 
 
 def _slots(spec: StudySpec, concurrency: int | None, trials: int) -> int:
-    cpus = os.cpu_count() or 1
-    fit = max(1, int(cpus // spec.resources.trial_cpu))
+    """Trials at once here: the concurrency asked for, at most as many as the CPUs this process
+    may use (its affinity and cgroup quota, not the machine's count) and, for trials that ask
+    for memory, the memory a local Ray gives them hold."""
+    from study.capacity import fitting_trials, local_capacity
+
+    fit = fitting_trials(spec, local_capacity())
     asked = concurrency or spec.max_concurrent
     return max(1, min(trials, min(asked, fit) if asked else fit))
 
@@ -117,10 +121,10 @@ def _probe(config, cpu: float) -> _Cost:
     """A few steps and one evaluation of ``config`` here, with the trial's CPU share."""
     import torch
 
-    from trainables.train import run_trial
+    from trainables.train import run_trial, trial_threads
 
     threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, int(cpu)))
+    torch.set_num_threads(trial_threads(cpu))
     steps = min(config.steps, PROBE_STEPS + 1)
     probe = config.model_copy(update={"budget_examples": steps * config.batch_size,
                                       "eval_marks": 1, "eval_at_start": False,

@@ -34,6 +34,7 @@ from analysis.reading.state import STORAGE_TAG
 from analysis.stats.best import study_summary
 from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPlan, build_design
 from search_spaces.spec import (
+    Resources,
     StudyError,
     StudySpec,
     in_file,
@@ -42,7 +43,8 @@ from search_spaces.spec import (
     smoke_spec,
 )
 from study.baselines import measure_for_study
-from study.cluster import LOST_AFTER_S, reach_cluster, watch_cluster
+from study.capacity import LOCAL_OBJECT_STORE, check_resources, fitting_trials, local_capacity
+from study.cluster import LOST_AFTER_S, check_token_auth_ray, reach_cluster, watch_cluster
 from study.commands import shell_command, tool, ui_command
 from study.driver_gone import RUN_COMMAND_TAG
 from study.export import export_parquet
@@ -77,6 +79,7 @@ from study.store_locks import StoreHeldError, impatient, store_held
 from study.terminal import say
 from study.tracking_store import check_tracking_uri, default_tracking_uri
 from trainables.checkpoints import RESUME_NOTE
+from trainables.machine import cpus_why
 from trainables.remote import redacted
 from trainables.sources import check_data
 
@@ -257,67 +260,24 @@ class StudyOutcome:
 # ---------------------------------------------------------------------------------------------
 # preparing
 # ---------------------------------------------------------------------------------------------
-def local_capacity() -> dict[str, float]:
-    return {"CPU": float(os.cpu_count() or 1), "GPU": float(local_gpus())}
-
-
-GPU_DRIVER_FILES = ("/dev/nvidiactl", "/dev/kfd")  # NVIDIA's driver, ROCm's (AMD)
-
-
-def local_gpus() -> int:
-    """The GPUs torch sees on this machine. On Linux without a GPU driver's device file torch
-    sees none, and is not imported to say so (seconds of CPU for every driver on a CPU-only
-    machine)."""
-    if sys.platform.startswith("linux") and not any(map(os.path.exists, GPU_DRIVER_FILES)):
-        return 0
-    import torch
-
-    return torch.cuda.device_count()
-
-
-def check_resources(
-    spec: StudySpec, capacity: dict[str, float], where: str, total: dict[str, float] | None = None
-) -> None:
-    """Every worker of a trial must fit on one node (compare its ask with the largest node's
-    ``capacity``), and a trial's W workers together must fit ``where`` (``total``: the whole
-    cluster's resources; this machine's own capacity when None)."""
-    res = spec.resources
-    total = capacity if total is None else total
-    for name, ask in (("cpu", res.cpu), ("gpu", res.gpu)):
-        have = capacity.get(name.upper(), 0.0)
-        if ask > have:
-            each = "each trial" if res.workers == 1 else "each of a trial's workers"
-            raise StudyError(
-                f"resources.{name}: {each} asks for {ask:g} {name.upper()} but {where} has "
-                f"{have:g} on its largest node"
-            )
-        have = total.get(name.upper(), 0.0)
-        if res.workers > 1 and res.workers * ask > have:
-            raise StudyError(
-                f"resources.workers: a trial of workers={res.workers} × {name}={ask:g} needs "
-                f"{res.workers * ask:g} {name.upper()} at once but {where} has {have:g}; "
-                f"ask for fewer workers or less {name} per worker"
-            )
-
-
 def cluster_capacity() -> dict[str, float]:
-    """The largest live node's CPUs and GPUs."""
+    """The largest live node's CPUs, GPUs and memory (each the largest of any node)."""
     import ray
 
     best: dict[str, float] = {}
     for node in ray.nodes():
         if node.get("Alive"):
-            for key in ("CPU", "GPU"):
+            for key in ("CPU", "GPU", "memory"):
                 best[key] = max(best.get(key, 0.0), float(node["Resources"].get(key, 0.0)))
     return best
 
 
 def cluster_total() -> dict[str, float]:
-    """Every live node's CPUs and GPUs together."""
+    """Every live node's CPUs, GPUs and memory together."""
     import ray
 
     found = ray.cluster_resources()
-    return {key: float(found.get(key, 0.0)) for key in ("CPU", "GPU")}
+    return {key: float(found.get(key, 0.0)) for key in ("CPU", "GPU", "memory")}
 
 
 def preflight(
@@ -327,6 +287,7 @@ def preflight(
     the field and value: the data, every trial's fit in MLflow's limits, the tracking store and
     this study's state in it (deleted, changed study file), and this machine's resources.
     Returns whether the study is already recorded (a resume)."""
+    check_token_auth_ray()  # a token asked of a Ray that has no token authentication
     sample = design.sample_config()
     try:
         check_data(sample)
@@ -336,7 +297,8 @@ def preflight(
     for plan in design.representatives():
         check_plan_fits(plan)
     if address is None:
-        check_resources(spec, local_capacity(), "this machine (no --address: the study runs here)")
+        check_resources(spec, local_capacity(), "this machine (no --address: the study runs here)",
+                        why=cpus_why())  # fmt: skip
     check_tracking_uri(tracking_uri, writing=True)  # the study writes its record there
     return check_store(tracking_uri, spec.study, spec)
 
@@ -469,7 +431,7 @@ def _slots(spec: StudySpec, concurrency: int | None) -> int:
 
     found = ray.cluster_resources()
     res = spec.resources
-    fit = max(1, int(found.get("CPU", 1.0) // res.trial_cpu))
+    fit = fitting_trials(spec, found)
     if res.workers > 1 and res.gpu > 0:
         fit = max(1, min(fit, int(found.get("GPU", 0.0) // res.trial_gpu)))
     if concurrency:
@@ -477,7 +439,7 @@ def _slots(spec: StudySpec, concurrency: int | None) -> int:
     return fit
 
 
-def _searcher(schedule: Schedule, trials: Storage, cpu: float, gpu: float = 0.0):
+def _searcher(schedule: Schedule, trials: Storage, resources: Resources):
     """Ray Tune's view of a design's schedule: each suggestion is the schedule's next trial,
     each completed trial's last result goes back to it (adaptive designs learn from it)."""
     from ray.tune.search import Searcher
@@ -495,7 +457,10 @@ def _searcher(schedule: Schedule, trials: Storage, cpu: float, gpu: float = 0.0)
             if plan is None:
                 return Searcher.FINISHED
             self.keys[trial_id] = plan.key
-            share = {"cpu": cpu, "gpu": gpu}  # what the trial holds itself to (claim_share)
+            # what the trial holds itself to (claim_share), and each Ray Train worker asks for
+            share = {"cpu": resources.cpu, "gpu": resources.gpu}
+            if resources.memory:
+                share["memory"] = resources.memory
             payload = plan.payload() | {"trial_uri": trials.uri_of(plan.key), **share}
             return {"plan": payload}
 
@@ -545,7 +510,7 @@ def start_ray(
     capacity = local_capacity()
     cpus, slots = int(capacity["CPU"]), None
     if spec is not None:
-        slots = concurrency or max(1, int(cpus // spec.resources.trial_cpu))
+        slots = concurrency or fitting_trials(spec, capacity)
         cpus = min(cpus, math.ceil(slots * spec.resources.trial_cpu))
     global _LOCAL_RAY_ENV
     environment = dict(os.environ)  # what the raylet, and so every worker, inherits
@@ -558,8 +523,10 @@ def _init_local_ray(ray, cpus: int, capacity: dict, spec, slots) -> None:
     ray.init(
         _temp_dir=local_ray_temp_dir(),
         num_cpus=cpus, num_gpus=int(capacity["GPU"]),
+        # the memory trials may hold (resources.memory), as the preflight checked it
+        _memory=int(capacity["memory"]),
         include_dashboard=False, log_to_driver=False, logging_level="WARNING",
-        object_store_memory=256 * 2**20,
+        object_store_memory=LOCAL_OBJECT_STORE,
         **system_config(preload_python_modules=_preloaded(spec),
                         num_workers_soft_limit=slots or cpus),
     )  # fmt: skip
@@ -853,6 +820,8 @@ def launch(
 
     concurrency = max_concurrent or spec.max_concurrent
     resources = {"cpu": spec.resources.cpu, "gpu": spec.resources.gpu}
+    if spec.resources.memory:  # Ray's memory resource, in bytes: Ray packs trials by it
+        resources["memory"] = spec.resources.memory
     if spec.resources.workers > 1:
         # The Tune trial only drives its Ray Train run, whose workers hold the resources (W ×
         # the per-worker ask): the trial holds none itself (one byte of memory, as Tune needs a
@@ -880,7 +849,7 @@ def launch(
     tuner = tune.Tuner(
         tune.with_resources(run_study_trial, resources),
         tune_config=tune.TuneConfig(
-            search_alg=_searcher(schedule, trials, spec.resources.cpu, spec.resources.gpu),
+            search_alg=_searcher(schedule, trials, spec.resources),
             num_samples=schedule.remaining,
             max_concurrent_trials=concurrency,
             reuse_actors=True,

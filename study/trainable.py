@@ -217,7 +217,9 @@ def _run_data_parallel(plan: dict[str, Any]) -> None:
 
     workers, cpu, gpu = plan["trial"]["workers"], plan.get("cpu", 1), plan.get("gpu", 0.0)
     trial = open_storage(plan["trial_uri"])
+    memory = plan.get("memory")  # resources.memory, bytes per worker
     per_worker = {"CPU": cpu} | ({"GPU": gpu} if gpu else {})
+    per_worker |= {"memory": memory} if memory else {}
     trainer = TorchTrainer(
         _data_parallel_worker,
         train_loop_config={"plan": plan},

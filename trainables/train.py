@@ -72,6 +72,7 @@ from trainables.data import (
 )
 from trainables.diagnostics import pair_diagnostics
 from trainables.encoders import ContrastiveModel, build_model
+from trainables.machine import usable_cpus
 from trainables.measures import trial_evidence
 from trainables.metrics import TIMES
 from trainables.objectives import (
@@ -184,12 +185,19 @@ def autocast_for(config: TrialConfig, device: torch.device):
     return contextlib.nullcontext()
 
 
+def trial_threads(cpu: float) -> int:
+    """Threads for a trial holding ``cpu`` CPUs: its whole CPUs, at most the CPUs this process
+    may use, at least one."""
+    return max(1, min(int(cpu), usable_cpus()))
+
+
 def claim_share(cpu: float, gpu: float = 0.0) -> None:
     """Hold this process to its share of the machine, as a study's ``resources`` gives it: at
-    most ``cpu`` CPU threads (at least one) and, with a fractional ``gpu`` on CUDA, at most that
-    fraction of the device's memory (the caching allocator raises an out-of-memory error
-    beyond it), so trials that share a GPU do not starve each other."""
-    torch.set_num_threads(max(1, int(cpu)))
+    most ``cpu`` CPU threads (at least one, and no more than this process may use: its affinity
+    and cgroup quota, :func:`trainables.machine.usable_cpus`) and, with a fractional ``gpu`` on
+    CUDA, at most that fraction of the device's memory (the caching allocator raises an
+    out-of-memory error beyond it), so trials that share a GPU do not starve each other."""
+    torch.set_num_threads(trial_threads(cpu))
     if 0 < gpu < 1 and torch.cuda.is_available():
         torch.cuda.set_per_process_memory_fraction(gpu)
 

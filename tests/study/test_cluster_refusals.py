@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -185,3 +186,65 @@ def test_a_cluster_lost_mid_study_ends_every_run_killed_with_the_resume_command(
     runs = child_runs(uri, "cluster-lost") + parent_runs(uri, "cluster-lost")
     statuses = {run.info.status for run in runs}
     assert "RUNNING" not in statuses and "KILLED" in statuses, statuses
+
+
+# ---- token authentication needs a Ray that has it
+def test_pyproject_asks_for_the_first_ray_with_token_authentication():
+    import tomllib
+
+    from study.cluster import TOKEN_AUTH_RAY
+
+    config = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    ray = next(d for d in config["project"]["dependencies"] if d.startswith("ray["))
+    assert f">={TOKEN_AUTH_RAY.removesuffix('.0')}," in ray
+
+
+@pytest.mark.parametrize(("mode", "version", "refused"), [
+    ("token", "2.51.1", True),    # asked for, and this Ray has none: refused
+    ("TOKEN", "2.40.0", True),
+    ("token", "2.52.0", False),   # the first Ray with it
+    ("token", "2.60.0", False),
+    ("disabled", "2.40.0", False),  # not asked for: an old Ray is no matter
+    ("", "2.40.0", False),
+])  # fmt: skip
+def test_token_auth_on_a_ray_without_it_is_refused_naming_both_versions(
+    monkeypatch, mode, version, refused
+):
+    from search_spaces.spec import StudyError
+    from study.cluster import check_token_auth_ray
+
+    monkeypatch.setenv("RAY_AUTH_MODE", mode)
+    if not refused:
+        check_token_auth_ray(version)
+        return
+    with pytest.raises(StudyError) as said:
+        check_token_auth_ray(version)
+    assert str(said.value).startswith(
+        f"RAY_AUTH_MODE=token: the installed Ray {version} has no token authentication (it "
+        "came in Ray 2.52.0)"
+    )
+
+
+def test_a_study_run_asking_for_a_token_of_an_older_ray_exits_2_and_records_nothing(tmp_path):
+    """The refusal as a user meets it: the study's own process, with the installed Ray's
+    version read as an older one (the one stand-in: this checkout's Ray is new enough)."""
+    spec = write_spec(tmp_path / "toy.yaml", "cluster-toy", factors=TOY)
+    code = (
+        "import sys, importlib.metadata as m\n"
+        "real = m.version\n"
+        "m.version = lambda name: '2.51.0' if name == 'ray' else real(name)\n"
+        "from study.cli import main\n"
+        "sys.argv = ['study', 'run', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(spec), "--tracking-uri",
+         f"sqlite:///{tmp_path / 'mlflow.db'}", "--storage", str(tmp_path / "studies")],
+        cwd=tmp_path, env=dict(os.environ, RAY_AUTH_MODE="token"), capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "RAY_AUTH_MODE=token: the installed Ray 2.51.0 has no token authentication" in (
+        done.stderr
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["toy.yaml"]

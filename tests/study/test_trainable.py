@@ -97,10 +97,10 @@ def test_the_driver_imports_no_torch_on_a_machine_without_a_gpu_driver():
     import sys
     from pathlib import Path
 
-    from study.runner import GPU_DRIVER_FILES
+    from study.capacity import GPU_DRIVER_FILES
 
     code = ("import sys; import study.cli, study.runner, study.trainable, study.baselines, "
-            "study.reporting; from study.runner import local_capacity; "
+            "study.reporting; from study.capacity import local_capacity; "
             "print(int(local_capacity()['GPU']), 'torch' in sys.modules)")  # fmt: skip
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)

@@ -190,11 +190,14 @@ def save_figures(
 
 
 def usable_cores() -> int:
-    """The cores this process may use: its CPU affinity, capped by ``OMP_NUM_THREADS`` when set
-    (as a test worker or a batch job sets it)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    """The cores this process may use (its CPU affinity and cgroup quota:
+    :func:`trainables.machine.usable_cpus`), capped by ``OMP_NUM_THREADS`` when set (as a test
+    worker or a batch job sets it)."""
+    from trainables.machine import usable_cpus
+
+    cores = usable_cpus()
     omp = os.environ.get("OMP_NUM_THREADS", "")
-    return min(cores or 1, int(omp)) if omp.isdigit() and int(omp) > 0 else cores or 1
+    return min(cores, int(omp)) if omp.isdigit() and int(omp) > 0 else cores
 
 
 class _FigureQueue:
