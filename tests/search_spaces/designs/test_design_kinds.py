@@ -1,5 +1,5 @@
 """One conformance test run over every design kind in the registry (as Optuna's
-``tests/samplers_tests/test_samplers.py`` runs over every sampler): for each kind, a small valid
+conformance test, its ``test_samplers.py``, runs over every sampler): for each kind, a small valid
 study builds a design whose table is valid, whose trials are compute-matched (every trial sees
 ``budget_examples`` examples in full batches), a bad study is refused naming the field, and
 building twice gives the same trials. A new kind fails here until it has its cases below."""
