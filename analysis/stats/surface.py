@@ -128,26 +128,7 @@ def fit_response_surface(
         raise UnsupportedDesignError(f"blocks {blocks!r} is not a column of the results")
     if blocks is not None and blocks in factors:
         raise UnsupportedDesignError(f"{blocks!r} cannot be both a factor and the blocks")
-    extra = ([blocks] if blocks else []) + (["status"] if "status" in df else [])
-    data = df[[*factors, response, *extra]].copy()
-    if "status" in data:
-        dropped = int((data["status"] != "finished").sum())
-        data = data[data["status"] == "finished"]
-        if dropped:
-            notes.append(f"{dropped} trials not finished were left out")
-    missing = int(data[response].isna().sum())
-    data = data.dropna(subset=[response])
-    if missing:
-        notes.append(f"{missing} trials without {response} were left out")
-    infinite = ~np.isfinite(data[response].astype(float))
-    if infinite.any():
-        notes.append(f"{int(infinite.sum())} trials with a non-finite {response} were left out")
-        data = data[~infinite]
-    if blocks is not None:
-        unblocked = int(data[blocks].isna().sum())
-        if unblocked:
-            notes.append(f"{unblocked} trials without a {blocks} (block) were left out")
-            data = data.dropna(subset=[blocks])
+    data = _fitted_rows(df, response, factors, blocks, notes)
     _require_variation(data, response, factors, notes)
     block_levels: tuple = ()
     if blocks is not None:
@@ -180,6 +161,34 @@ def fit_response_surface(
     fit = model.fit()
     return _result(df, data, response, goal, tuple(factors), coding, formula, terms, fit, coded,
                    notes, alpha, blocks, block_levels)  # fmt: skip
+
+
+def _fitted_rows(
+    df: pd.DataFrame, response: str, factors: list[str], blocks: str | None, notes: list[str]
+) -> pd.DataFrame:
+    """The trials a surface is fitted on: finished, with a finite response (and a block when
+    there are blocks); each kind of trial left out is counted in ``notes``."""
+    extra = ([blocks] if blocks else []) + (["status"] if "status" in df else [])
+    data = df[[*factors, response, *extra]].copy()
+    if "status" in data:
+        dropped = int((data["status"] != "finished").sum())
+        data = data[data["status"] == "finished"]
+        if dropped:
+            notes.append(f"{dropped} trials not finished were left out")
+    missing = int(data[response].isna().sum())
+    data = data.dropna(subset=[response])
+    if missing:
+        notes.append(f"{missing} trials without {response} were left out")
+    infinite = ~np.isfinite(data[response].astype(float))
+    if infinite.any():
+        notes.append(f"{int(infinite.sum())} trials with a non-finite {response} were left out")
+        data = data[~infinite]
+    if blocks is not None:
+        unblocked = int(data[blocks].isna().sum())
+        if unblocked:
+            notes.append(f"{unblocked} trials without a {blocks} (block) were left out")
+            data = data.dropna(subset=[blocks])
+    return data
 
 
 def _show(value: float) -> str:
