@@ -40,6 +40,7 @@ from pydantic import (
     model_validator,
 )
 
+from search_spaces.designs.registry import KIND_NAMES, options_read
 from trainables.config import TrialConfig
 from trainables.machine import parse_size
 from trainables.metrics import better
@@ -246,10 +247,7 @@ class Objective(_Strict):
 class Design(_Strict):
     """How factor levels become design points."""
 
-    kind: Literal[
-        "full_factorial", "fractional_factorial", "central_composite", "box_behnken",
-        "latin_hypercube", "optuna", "points",
-    ] = "full_factorial"  # fmt: skip
+    kind: Literal[KIND_NAMES] = "full_factorial"  # the registry's kinds, in its order
     replicates: int = Field(1, ge=1)
     # replicate r of every point runs with seed + r (common random numbers); centre run c of a
     # response-surface design runs with seed + c * replicates + r, so no two centre runs share one
@@ -395,21 +393,8 @@ class Design(_Strict):
         return self
 
 
-# Options that only some design kinds read.
-DESIGN_OPTIONS = {
-    "generators": ("fractional_factorial",),
-    "resolution": ("fractional_factorial",),
-    "face": ("central_composite",),
-    "alpha": ("central_composite",),
-    "center": ("central_composite", "box_behnken"),
-    "samples": ("latin_hypercube", "optuna"),
-    "augments": ("central_composite",),
-    "metric": ("optuna",),
-    "points": ("points",),
-    "objectives": ("optuna",),
-    "sampler": ("optuna",),
-    "mode": ("optuna",),
-}
+# Options that only some design kinds read -> those kinds (the registry's rows).
+DESIGN_OPTIONS = options_read()
 
 # Options added after studies were first recorded: left out of the fingerprint of a design kind
 # that does not read them, so a recorded full factorial still resumes under the same spec_sha.

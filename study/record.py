@@ -54,6 +54,7 @@ from analysis.reading.store import (
     store_exists,
 )
 from search_spaces.designs import PastTrial, TrialPlan
+from search_spaces.designs.replicates import extends_replicates
 from search_spaces.spec import StudyError, StudySpec, spec_yaml
 from study import CHECKS_KEY, EVIDENCE_KEY
 from study.commands import mlflow_command
@@ -209,25 +210,6 @@ def opens_block(parent, spec: StudySpec) -> bool:
     augments = spec.design.augments
     sha = parent.data.tags.get("study.spec_sha")
     return augments is not None and sha == augments.spec_sha != spec.sha
-
-
-def extends_replicates(old: StudySpec, spec: StudySpec) -> bool:
-    """Whether ``spec`` is the recorded study file ``old`` with more replicates and nothing else
-    changed, every recorded trial keeping its key and seed: the new replicates are a new block
-    of the same study, on fresh seeds (a fixed design only; an adaptive one has no replicates to
-    add)."""
-    if spec.design.kind == "optuna" or spec.design.replicates <= old.design.replicates:
-        return False
-    design = old.design.model_copy(update={"replicates": spec.design.replicates})
-    if old.model_copy(update={"design": design}).sha != spec.sha:
-        return False
-    from search_spaces.designs import build_design
-
-    before = {t.key: t.seed for t in build_design(old).trials}
-    after = {t.key: t.seed for t in build_design(spec).trials}
-    new_seeds = {s for k, s in after.items() if k not in before}
-    return all(after.get(k) == s for k, s in before.items()) and not new_seeds & set(
-        before.values())  # fmt: skip
 
 
 def block_tags(spec: StudySpec) -> dict[str, str]:

@@ -220,7 +220,7 @@ def fit_best_supported(
     """The richest model of :data:`MODEL_LADDER` the design supports, with ``blocks`` as an
     additive block term when given (on a rung where the block term does not fit, that rung
     without it); its :class:`Findings` attached. ``goal`` (max | min) is the direction of its
-    optimum, by default the response's usual one (:func:`analysis.stats.surface.default_goal`)."""
+    optimum, by default the response's catalogued direction (:func:`trainables.metrics.better`)."""
     reasons = []
     why = block_why(df, blocks)
     for name, base in MODEL_LADDER:

@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-from analysis.stats.surface import ResponseSurface, _contrasts, json_number, records
+from analysis.stats.surface import ResponseSurface, json_number, records
+from analysis.stats.surface_effects import _contrasts
 
 DIRECTION_SAMPLES = 200_000  # directions counted for a cone whose V is not isotropic
 

@@ -42,294 +42,50 @@ Every such case is named in ``notes``.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import math
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
+from scipy import stats
 
 # the two parts used, not statsmodels.api, which imports every model (time series, graphics,
 # datasets: 0.6 s more for every command and report that fits a surface)
 from statsmodels.regression.linear_model import OLS
 from statsmodels.stats.anova import anova_lm
 
+from analysis.stats.surface_coding import (
+    BLOCK_COLUMN,
+    BLOCK_PREFIX,
+    RELATIVE_TOLERANCE,
+    FactorCoding,
+    Goal,
+    NoVariationError,
+    UnsupportedDesignError,
+    _coded_frame,
+    _terms,
+    code_factors,
+)
+from analysis.stats.surface_effects import Effect, factor_effects, holm
+from analysis.stats.surface_model import ResponseSurface, json_number, json_value, records
+from analysis.stats.surface_optimum import (
+    _design_rows,
+    _factor_part,
+    _idle_factors,
+    _optimum,
+    _quadratics,
+    _stationary,
+)
 from analysis.stats.t_power import noncentrality
+from trainables.metrics import better
 
-Goal = Literal["max", "min"]
-
-BLOCK_PREFIX = "_block"
-"""Model columns of the block term: ``_block0`` … (sum-to-zero contrasts of the block levels)."""
-BLOCK_COLUMN = "__block_level"
-
-
-RELATIVE_TOLERANCE = 1e-9
-"""Two values of a response that differ by at most this × max |y| over the fitted trials are
-equal (float noise, e.g. 0.1 + 0.2 against 0.3); see the module docstring."""
-
-
-class UnsupportedDesignError(ValueError):
-    """The design cannot estimate the requested model."""
-
-
-class NoVariationError(UnsupportedDesignError):
-    """The response has no variation to model: constant (to within :data:`RELATIVE_TOLERANCE`),
-    missing in every trial, or present in only one. No simpler model can help, so callers walking
-    a ladder of models should stop at this error (a subclass of :class:`UnsupportedDesignError`
-    so that callers catching that still handle it)."""
-
-    def __init__(self, response: str, message: str):
-        super().__init__(message)
-        self.response = response
-
-
-@dataclass(frozen=True)
-class FactorCoding:
-    """How one factor enters the model: numeric (coded to [-1, 1] on its scale) or categorical."""
-
-    name: str
-    kind: Literal["numeric", "categorical"]
-    scale: Literal["linear", "log"] = "linear"
-    low: float | None = None
-    high: float | None = None
-    levels: tuple = ()
-    integer: bool = False
-
-    def _t(self, values):
-        values = np.asarray(values, dtype=float)
-        return np.log(values) if self.scale == "log" else values
-
-    def code(self, values) -> np.ndarray:
-        lo, hi = self._t(self.low), self._t(self.high)
-        if hi == lo:
-            return np.zeros_like(self._t(values))
-        return (self._t(values) - (hi + lo) / 2) / ((hi - lo) / 2)
-
-    def decode(self, coded) -> np.ndarray:
-        lo, hi = self._t(self.low), self._t(self.high)
-        natural = (hi + lo) / 2 + np.asarray(coded, dtype=float) * (hi - lo) / 2
-        return np.exp(natural) if self.scale == "log" else natural
-
-
-@dataclass(frozen=True)
-class ResponseSurface:
-    """A fitted second-order model of one response. Build with :func:`fit_response_surface`.
-
-    What is undefined is None (NaN in the coefficient and ANOVA tables) and ``notes`` says why:
-    ``lack_of_fit_p`` without pure error; ``optimum``, ``optimum_coded``, ``predicted`` and
-    ``interval`` for a flat surface; ``interval`` (and every standard error, t and p) when
-    ``exact`` (the model reproduces every trial: residual variance 0)."""
-
-    response: str
-    goal: Goal
-    factors: tuple[str, ...]
-    coding: dict[str, FactorCoding]
-    formula: str
-    n: int
-    terms: tuple[str, ...]
-    anova: pd.DataFrame
-    coefficients: pd.DataFrame
-    r2: float
-    adj_r2: float
-    press: float
-    pred_r2: float
-    lack_of_fit_p: float | None
-    lack_of_fit: dict[str, float | None] | None
-    stationary_point: dict[str, float] | None
-    stationary_kind: str | None
-    optimum: dict[str, Any] | None
-    optimum_coded: dict[str, float] | None
-    predicted: float | None
-    interval: tuple[float, float] | None
-    notes: tuple[str, ...]
-    exact: bool
-    data: pd.DataFrame = field(repr=False)
-    _fit: Any = field(repr=False, compare=False)
-    blocks: str | None = None
-    block_levels: tuple = ()
-    error_ms: float = math.nan
-    error_df: int = 0
-    model_f: float | None = None
-    model_df: int = 0
-    model_p: float | None = None
-
-    def predict(self, frame: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-        """Mean response and its confidence interval at natural-unit factor values.
-
-        Args:
-            frame: one column per factor (natural units: τ, not log τ).
-
-        Returns:
-            DataFrame with columns ``mean``, ``lower``, ``upper`` (one row per input row);
-            ``lower`` and ``upper`` are NaN when the fit is exact (residual variance 0).
-        """
-        coded = _coded_frame(frame, self.coding)
-        summary = _factor_part(self._fit).get_prediction(coded).summary_frame(alpha)
-        out = summary[["mean", "mean_ci_lower", "mean_ci_upper"]].copy()
-        out.columns = ["mean", "lower", "upper"]
-        if self.exact:
-            out[["lower", "upper"]] = math.nan
-        return out.reset_index(drop=True)
-
-    @property
-    def numeric(self) -> tuple[str, ...]:
-        """The numeric factors, in model order: the axes of the coded space."""
-        return tuple(n for n, c in self.coding.items() if c.kind == "numeric")
-
-    def levels_at_optimum(self) -> dict[str, Any]:
-        """The categorical factors' levels at the optimum (the first levels for a flat
-        surface): where a path or a canonical analysis over the numeric factors is taken."""
-        chosen = self.optimum or {}
-        return {n: chosen.get(n, c.levels[0]) for n, c in self.coding.items()
-                if c.kind == "categorical"}  # fmt: skip
-
-    def quadratic(self, combo: dict | None = None) -> Quadratic:
-        """(f0, b, H) of the factor part in coded numeric units at ``combo``'s categorical
-        levels (default :meth:`levels_at_optimum`): the prediction at coded x is
-        f0 + b·x + ½ xᵀHx, so b is the gradient at the design centre and H the Hessian."""
-        combo = self.levels_at_optimum() if combo is None else combo
-        return _quadratics(_factor_part(self._fit), self.coding)[_combo_key(self.coding, combo)]
-
-    def natural(self, coded: np.ndarray, combo: dict | None = None) -> pd.DataFrame:
-        """Coded numeric points (rows, in :attr:`numeric` order) in natural units, with the
-        categorical levels of ``combo`` (default :meth:`levels_at_optimum`)."""
-        coded = np.atleast_2d(np.asarray(coded, dtype=float))
-        frame = pd.DataFrame({n: self.coding[n].decode(coded[:, i])
-                              for i, n in enumerate(self.numeric)})  # fmt: skip
-        for name, value in (self.levels_at_optimum() if combo is None else combo).items():
-            frame[name] = value
-        return frame[list(self.coding)]
-
-    @property
-    def design_radius(self) -> float:
-        """The largest distance of a trial from the design centre in coded units (numeric
-        factors): the radius of the design region (√k for a 2^k factorial, α for a central
-        composite's axial points)."""
-        coded = _coded_frame(self.data, self.coding)[list(self.numeric)].to_numpy(float)
-        return float(np.sqrt((coded**2).sum(axis=1)).max()) if coded.size else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        def plain(v):
-            if isinstance(v, np.generic):
-                v = v.item()
-            return None if isinstance(v, float) and not math.isfinite(v) else v
-
-        return {
-            "response": self.response,
-            "goal": self.goal,
-            "n": self.n,
-            "terms": list(self.terms),
-            "r2": plain(self.r2),
-            "adj_r2": plain(self.adj_r2),
-            "press": plain(self.press),
-            "pred_r2": plain(self.pred_r2),
-            "lack_of_fit_p": plain(self.lack_of_fit_p),
-            "blocks": self.blocks,
-            "error_ms": plain(self.error_ms),
-            "error_df": self.error_df,
-            "model_f": plain(self.model_f),
-            "model_p": plain(self.model_p),
-            "stationary_kind": self.stationary_kind,
-            "stationary_point": None
-            if self.stationary_point is None
-            else {k: plain(v) for k, v in self.stationary_point.items()},
-            "optimum": None
-            if self.optimum is None
-            else {k: plain(v) for k, v in self.optimum.items()},
-            "predicted": plain(self.predicted),
-            "interval": None
-            if self.interval is None
-            else [plain(self.interval[0]), plain(self.interval[1])],
-            "notes": list(self.notes),
-        }
-
-
-def json_number(value) -> float | None:
-    """A number for JSON: a float, or None for None, NaN and infinities (JSON has neither)."""
-    if value is None:
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def json_value(value) -> Any:
-    """A factor's value for JSON: a number through :func:`json_number`, a category (text, a
-    boolean) as it is."""
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, int | float | np.number):
-        return json_number(value)
-    return value
-
-
-def records(table: pd.DataFrame) -> list[dict[str, Any]]:
-    """A table's rows for JSON, each value through :func:`json_value`."""
-    return [{k: json_value(v) for k, v in row.items()} for row in table.to_dict("records")]
-
-
-# ---------------------------------------------------------------------------------------------
-# coding
-# ---------------------------------------------------------------------------------------------
-def _is_numeric(series: pd.Series) -> bool:
-    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
-
-
-def code_factors(
-    df: pd.DataFrame, factors: list[str], scales: dict[str, str] | None = None
-) -> dict[str, FactorCoding]:
-    """Codings of the factors from the observed levels; ``scales`` (name -> linear | log) from
-    the study file, else log for positive numeric factors spanning at least 4×."""
-    scales = scales or {}
-    codings = {}
-    for name in factors:
-        values = df[name].dropna()
-        if _is_numeric(values):
-            lo, hi = float(values.min()), float(values.max())
-            scale = scales.get(name) or ("log" if lo > 0 and hi / lo >= 4 else "linear")
-            integer = bool(np.all(np.equal(np.mod(values, 1), 0)))
-            levels = tuple(sorted(values.unique()))
-            codings[name] = FactorCoding(name, "numeric", scale, lo, hi, levels, integer)
-        else:
-            codings[name] = FactorCoding(name, "categorical", levels=tuple(sorted(values.unique())))
-    return codings
-
-
-def _coded_frame(df: pd.DataFrame, coding: dict[str, FactorCoding]) -> pd.DataFrame:
-    out = pd.DataFrame(index=df.index)
-    for name, c in coding.items():
-        out[name] = c.code(df[name]) if c.kind == "numeric" else df[name].astype(str)
-    return out
-
-
-def _terms(coding: dict[str, FactorCoding], quadratic: bool, interactions: bool):
-    """(formula terms, notes) of the second-order model these factors support."""
-    notes = []
-
-    def linear(name: str) -> str:
-        return name if coding[name].kind == "numeric" else f"C({name}, Sum)"
-
-    terms = [linear(n) for n in coding]
-    for name, c in coding.items():
-        if c.kind != "numeric" or not quadratic:
-            continue
-        if len(c.levels) >= 3:
-            terms.append(f"I({name} ** 2)")
-        else:
-            notes.append(f"no quadratic term for {name}: it has {len(c.levels)} levels")
-    if interactions:
-        for a, b in itertools.combinations(coding, 2):
-            terms.append(f"{linear(a)}:{linear(b)}")
-    return terms, notes
-
-
-# ---------------------------------------------------------------------------------------------
-# fitting
-# ---------------------------------------------------------------------------------------------
-def default_goal(response: str) -> Goal:
-    """Alignment, uniformity and losses are minimised; accuracies and ranks maximised."""
-    return "min" if response.rsplit("/", 1)[-1] in ("align", "uniform", "loss") else "max"
+# the names readers import from here; the model, its coding, its canonical analysis and the
+# effects live in analysis.stats.surface_{model,coding,optimum,effects}
+__all__ = [
+    "BLOCK_COLUMN", "BLOCK_PREFIX", "RELATIVE_TOLERANCE", "Effect", "FactorCoding", "Goal",
+    "NoVariationError", "ResponseSurface", "UnsupportedDesignError", "code_factors",
+    "factor_effects", "fit_response_surface", "holm", "json_number", "json_value",
+    "noncentrality", "records",
+]  # fmt: skip
 
 
 def fit_response_surface(
@@ -350,7 +106,8 @@ def fit_response_surface(
         df: one row per trial (``analysis.load_study`` / ``read_results``); failed trials and rows
             with a missing response are dropped and counted in ``notes``.
         factors: default ``df.attrs["factors"]``; factors with one level are dropped (noted).
-        goal: "max" or "min" for the optimum; default by metric name (:func:`default_goal`).
+        goal: "max" or "min" for the optimum; default the metric's catalogued direction
+            (:func:`trainables.metrics.better`).
         scales: name -> "linear" | "log"; default ``df.attrs["scales"]``, then a 4× rule.
         blocks: a column whose levels are blocks (runs that share a nuisance: a day, a batch of
             material, a seed used at every point). It enters additively with sum-to-zero
@@ -365,32 +122,13 @@ def fit_response_surface(
         raise UnsupportedDesignError("no factors: pass factors= or a frame whose attrs name them")
     if response not in df:
         raise UnsupportedDesignError(f"response {response!r} is not a column of the results")
-    goal = goal or default_goal(response)
+    goal = goal or better(response)  # the catalogue's direction of the metric
     notes: list[str] = []
     if blocks is not None and blocks not in df:
         raise UnsupportedDesignError(f"blocks {blocks!r} is not a column of the results")
     if blocks is not None and blocks in factors:
         raise UnsupportedDesignError(f"{blocks!r} cannot be both a factor and the blocks")
-    extra = ([blocks] if blocks else []) + (["status"] if "status" in df else [])
-    data = df[[*factors, response, *extra]].copy()
-    if "status" in data:
-        dropped = int((data["status"] != "finished").sum())
-        data = data[data["status"] == "finished"]
-        if dropped:
-            notes.append(f"{dropped} trials not finished were left out")
-    missing = int(data[response].isna().sum())
-    data = data.dropna(subset=[response])
-    if missing:
-        notes.append(f"{missing} trials without {response} were left out")
-    infinite = ~np.isfinite(data[response].astype(float))
-    if infinite.any():
-        notes.append(f"{int(infinite.sum())} trials with a non-finite {response} were left out")
-        data = data[~infinite]
-    if blocks is not None:
-        unblocked = int(data[blocks].isna().sum())
-        if unblocked:
-            notes.append(f"{unblocked} trials without a {blocks} (block) were left out")
-            data = data.dropna(subset=[blocks])
+    data = _fitted_rows(df, response, factors, blocks, notes)
     _require_variation(data, response, factors, notes)
     block_levels: tuple = ()
     if blocks is not None:
@@ -423,6 +161,34 @@ def fit_response_surface(
     fit = model.fit()
     return _result(df, data, response, goal, tuple(factors), coding, formula, terms, fit, coded,
                    notes, alpha, blocks, block_levels)  # fmt: skip
+
+
+def _fitted_rows(
+    df: pd.DataFrame, response: str, factors: list[str], blocks: str | None, notes: list[str]
+) -> pd.DataFrame:
+    """The trials a surface is fitted on: finished, with a finite response (and a block when
+    there are blocks); each kind of trial left out is counted in ``notes``."""
+    extra = ([blocks] if blocks else []) + (["status"] if "status" in df else [])
+    data = df[[*factors, response, *extra]].copy()
+    if "status" in data:
+        dropped = int((data["status"] != "finished").sum())
+        data = data[data["status"] == "finished"]
+        if dropped:
+            notes.append(f"{dropped} trials not finished were left out")
+    missing = int(data[response].isna().sum())
+    data = data.dropna(subset=[response])
+    if missing:
+        notes.append(f"{missing} trials without {response} were left out")
+    infinite = ~np.isfinite(data[response].astype(float))
+    if infinite.any():
+        notes.append(f"{int(infinite.sum())} trials with a non-finite {response} were left out")
+        data = data[~infinite]
+    if blocks is not None:
+        unblocked = int(data[blocks].isna().sum())
+        if unblocked:
+            notes.append(f"{unblocked} trials without a {blocks} (block) were left out")
+            data = data.dropna(subset=[blocks])
+    return data
 
 
 def _show(value: float) -> str:
@@ -537,162 +303,6 @@ def _lack_of_fit(
     f_value = (lof_ss / df_lof) / (pure_ss / df_pure)
     test["f"], test["p"] = f_value, float(stats.f.sf(f_value, df_lof, df_pure))
     return test, None
-
-
-class _FactorPart:
-    """The fit seen through its factor part: predictions at the average block (every block
-    contrast 0), so the block term shifts no optimum, stationary point or prediction."""
-
-    def __init__(self, fit):
-        self.fit = fit
-        self.params = fit.params
-        self.block_columns = [n for n in fit.model.exog_names if n.startswith(BLOCK_PREFIX)]
-
-    def _frame(self, frame: pd.DataFrame) -> pd.DataFrame:
-        if not self.block_columns:
-            return frame
-        frame = frame.copy()
-        for column in self.block_columns:
-            frame[column] = 0.0
-        return frame
-
-    def predict(self, frame: pd.DataFrame) -> pd.Series:
-        return self.fit.predict(self._frame(frame))
-
-    def get_prediction(self, frame: pd.DataFrame):
-        return self.fit.get_prediction(self._frame(frame))
-
-
-def _factor_part(fit) -> _FactorPart:
-    return _FactorPart(fit)
-
-
-def _design_rows(coding: dict[str, FactorCoding], coded_numeric: dict[str, float], combo: dict):
-    row = {}
-    for name, c in coding.items():
-        row[name] = c.decode(coded_numeric[name]).item() if c.kind == "numeric" else combo[name]
-    return row
-
-
-Quadratic = tuple[float, np.ndarray, np.ndarray]  # (f0, b, B): f0 + b·x + ½ xᵀBx
-
-
-def _quadratics(fit, coding: dict[str, FactorCoding]) -> dict[tuple, Quadratic]:
-    """Combination of categorical levels -> (f0, b, B) with the prediction at coded numeric x
-    equal to f0 + b·x + ½ xᵀBx. The model is at most quadratic in the numeric factors, so
-    central differences over unit steps (0, ±e_i, ±e_i ± e_j for i < j) give b and B exactly, to
-    float rounding; every point of every combination is predicted in one call (patsy's cost is
-    per call, not per row)."""
-    numeric = [n for n, c in coding.items() if c.kind == "numeric"]
-    categorical = [n for n, c in coding.items() if c.kind == "categorical"]
-    combos = list(itertools.product(*[coding[n].levels for n in categorical]))
-    k = len(numeric)
-    eye = np.eye(k)
-    pairs = list(itertools.combinations(range(k), 2))
-    steps = [np.zeros(k), *eye, *(-eye)]
-    for i, j in pairs:
-        steps += [eye[i] + eye[j], eye[i] - eye[j], -eye[i] + eye[j], -eye[i] - eye[j]]
-    frame = pd.DataFrame(np.tile(np.array(steps).reshape(len(steps), k), (len(combos), 1)),
-                         columns=numeric)  # fmt: skip
-    for n, name in enumerate(categorical):
-        frame[name] = np.repeat([str(combo[n]) for combo in combos], len(steps))
-    values = fit.predict(frame).to_numpy().reshape(len(combos), len(steps))
-    out = {}
-    for combo, f in zip(combos, values, strict=True):
-        f0, plus, minus = f[0], f[1 : k + 1], f[k + 1 : 2 * k + 1]
-        hessian = np.diag(plus + minus - 2 * f0)
-        for n, (i, j) in enumerate(pairs):
-            pp, pm, mp, mm = f[2 * k + 1 + 4 * n : 2 * k + 5 + 4 * n]
-            hessian[i, j] = hessian[j, i] = (pp - pm - mp + mm) / 4
-        out[combo] = (float(f0), (plus - minus) / 2, hessian)
-    return out
-
-
-def _value(quadratic: Quadratic, x: np.ndarray) -> np.ndarray:
-    """The prediction at coded points ``x`` (rows) of one quadratic."""
-    f0, b, hessian = quadratic
-    return f0 + x @ b + 0.5 * np.einsum("ni,ij,nj->n", x, hessian, x)
-
-
-def _optimum(quadratics: dict[tuple, Quadratic], coding, goal: Goal):
-    """Best predicted point in the box of observed levels, over every categorical combination:
-    a grid over the coded box, then L-BFGS-B from the best grid point with the exact gradient."""
-    numeric = [n for n, c in coding.items() if c.kind == "numeric"]
-    categorical = [n for n, c in coding.items() if c.kind == "categorical"]
-    sign = -1.0 if goal == "max" else 1.0
-    per_axis = max(3, round(4000 ** (1 / max(1, len(numeric)))))
-    axis = np.linspace(-1, 1, min(41, per_axis))
-    grid = (
-        np.array(list(itertools.product(*[axis] * len(numeric)))) if numeric else np.zeros((1, 0))
-    )
-    best = None
-    for combo_values, quadratic in quadratics.items():
-        values = sign * _value(quadratic, grid)
-        start = grid[int(np.argmin(values))]
-        x, value = start, float(values.min())
-        if numeric:
-            _, b, hessian = quadratic
-            res = optimize.minimize(
-                lambda p, q=quadratic: sign * float(_value(q, p[None, :])[0]), start,
-                jac=lambda p, b=b, h=hessian: sign * (b + h @ p),
-                bounds=[(-1, 1)] * len(numeric), method="L-BFGS-B",
-            )  # fmt: skip
-            if res.fun < value:
-                x, value = res.x, float(res.fun)
-        if best is None or value < best[0] - 1e-12:
-            raw = dict(zip(categorical, combo_values, strict=True))
-            best = (value, dict(zip(numeric, map(float, x), strict=True)), raw)
-    return best[1], best[2]
-
-
-def _combo_key(coding, combo: dict) -> tuple:
-    return tuple(combo[n] for n, c in coding.items() if c.kind == "categorical")
-
-
-def _idle_factors(quadratics, coding, coded_best: dict[str, float], combo, scale: float):
-    """Numeric factors along which the prediction at the optimum does not change (to within
-    float noise next to ``scale``): any level of them is as good, so their place in the optimum
-    would be float noise."""
-    numeric = [n for n, c in coding.items() if c.kind == "numeric"]
-    quadratic = quadratics[_combo_key(coding, combo)]
-    best = np.array([coded_best[n] for n in numeric])
-    idle = []
-    for i, name in enumerate(numeric):
-        line = np.repeat(best[None, :], 5, axis=0)
-        line[:, i] = np.linspace(-1, 1, 5)
-        values = _value(quadratic, line)
-        if float(values.max() - values.min()) <= RELATIVE_TOLERANCE * scale:
-            idle.append(name)
-    return idle
-
-
-def _stationary(
-    quadratics, fit, coding, combo, scale: float
-) -> tuple[dict[str, float] | None, str | None, str | None]:
-    """x_s = -½ B⁻¹ b of the numeric part at the optimum's categorical levels (rsm's B; here
-    the Hessian, 2B, so x_s = -H⁻¹ b), and its kind; none when the curvature along some
-    direction is float noise next to ``scale`` (max |y|)."""
-    numeric = [n for n, c in coding.items() if c.kind == "numeric"]
-    if not numeric:
-        return None, None, "no stationary point: no numeric factor"
-    flat = [n for n in numeric if f"I({n} ** 2)" not in fit.params.index]
-    if flat:
-        return None, None, f"no stationary point: no curvature estimated for {', '.join(flat)}"
-    _, b, hessian = quadratics[_combo_key(coding, combo)]
-    eig = np.linalg.eigvalsh(hessian)
-    if np.min(np.abs(eig)) <= RELATIVE_TOLERANCE * scale:
-        note = (
-            "no stationary point: the quadratic part is singular (no curvature along some "
-            "direction, to within float noise), so the surface is a ridge or a plane there"
-        )
-        return None, None, note
-    x_s = np.linalg.solve(hessian, -b)
-    kind = "maximum" if np.all(eig < 0) else "minimum" if np.all(eig > 0) else "saddle"
-    point = {n: float(coding[n].decode(x_s[i])) for i, n in enumerate(numeric)}
-    note = None
-    if np.any(np.abs(x_s) > 1):
-        note = "the stationary point lies outside the design region"
-    return point, kind, note
 
 
 def _block_names(blocks: str | None, levels: tuple) -> dict[str, str]:
@@ -821,138 +431,3 @@ def _result(df, data, response, goal, factors, coding, formula, terms, fit, code
         blocks=blocks, block_levels=tuple(block_levels), error_ms=float(fit.mse_resid),
         error_df=round(float(fit.df_resid)), model_f=model_f, model_df=model_df, model_p=model_p,
     )  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------------------
-# effects
-# ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Effect:
-    """The effect of one factor on one response in natural units, at the centre of the other
-    factors (categorical ones averaged over their levels) and the average block.
-
-    ``change`` says what moves: "doubling temperature" for a log-scale factor (half a doubling
-    either side of the design centre), "batch_size from 64 to 256" for a linear one (its design
-    range), "objective = b instead of a" for a categorical one. ``p_adjusted`` is Holm-adjusted
-    over the response's effects; ``detectable`` is the smallest |effect| of this change that the
-    study's own error detects at the given power (two-sided t test on ``df`` degrees of freedom).
-    Undefined values (an exact fit) are None."""
-
-    response: str
-    factor: str
-    change: str
-    estimate: float
-    std_err: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p: float | None
-    p_adjusted: float | None
-    detectable: float | None
-    df: int
-
-    def to_json(self) -> dict[str, Any]:
-        def plain(v):
-            return None if v is None or not math.isfinite(v) else float(v)
-
-        return {"factor": self.factor, "change": self.change, "estimate": plain(self.estimate),
-                "std_err": plain(self.std_err), "ci": [plain(self.ci_low), plain(self.ci_high)],
-                "p": plain(self.p), "p_adjusted": plain(self.p_adjusted),
-                "detectable": plain(self.detectable), "df": self.df}  # fmt: skip
-
-
-def _contrasts(
-    surface: ResponseSurface, moves: list[tuple[dict, dict]], combo: dict | None = None
-) -> np.ndarray:
-    """One row per (high, low) move: the design matrix's row at ``high`` minus that at ``low``
-    (coded values of the factor that moves), every other numeric factor at its centre,
-    categorical ones averaged over their levels (or at ``combo``'s levels), blocks at their
-    average. Every row of every move is built in one call: patsy's cost is per call, not per
-    row."""
-    from patsy import build_design_matrices
-
-    coding = surface.coding
-    data = surface._fit.model.data
-    info = getattr(data, "model_spec", None) or data.design_info  # statsmodels 0.15 / 0.14
-    categorical = [n for n, c in coding.items() if c.kind == "categorical"]
-    combos = list(itertools.product(*[coding[n].levels for n in categorical]))
-    if combo is not None:
-        combos = [tuple(combo[n] for n in categorical)]
-    if not moves:
-        return np.zeros((0, len(surface._fit.params)))
-    rows = []
-    for high, low in moves:
-        for combo in combos:
-            base = {n: 0.0 for n, c in coding.items() if c.kind == "numeric"}
-            base |= {n: str(v) for n, v in zip(categorical, combo, strict=True)}
-            for column in _factor_part(surface._fit).block_columns:
-                base[column] = 0.0
-            rows += [{**base, **high}, {**base, **low}]
-    matrix = np.asarray(build_design_matrices([info], pd.DataFrame(rows))[0])
-    differences = matrix[0::2] - matrix[1::2]
-    return differences.reshape(len(moves), len(combos), -1).mean(axis=1)
-
-
-def factor_effects(
-    surface: ResponseSurface, alpha: float = 0.05, power: float = 0.8
-) -> tuple[Effect, ...]:
-    """Each factor's effect with its interval, Holm-adjusted p and the smallest detectable
-    effect at ``power`` (statsmodels' power module, from the fit's own residual error)."""
-    fit = surface._fit
-    df = round(float(fit.df_resid))
-    changes = []
-    for name, c in surface.coding.items():
-        if c.kind == "numeric":
-            if c.scale == "log":
-                half = math.log(2) / math.log(c.high / c.low)  # half a doubling, coded
-                changes.append((name, f"doubling {name}", {name: half}, {name: -half}))
-            else:
-                changes.append((name, f"{name} from {c.low:g} to {c.high:g}", {name: 1.0},
-                                {name: -1.0}))  # fmt: skip
-        else:
-            for level in c.levels[1:]:
-                changes.append((name, f"{name} = {level} instead of {c.levels[0]}",
-                                {name: str(level)}, {name: str(c.levels[0])}))  # fmt: skip
-    ncp = None
-    if not surface.exact and df >= 1:
-        ncp = noncentrality(df, alpha, power)
-    effects = []
-    contrasts = _contrasts(surface, [(high, low) for _, _, high, low in changes])
-    cov = fit.cov_params().to_numpy()
-    for (name, change, _, _), c in zip(changes, contrasts, strict=True):
-        estimate = float(c @ fit.params.to_numpy())
-        if surface.exact:
-            effects.append(Effect(surface.response, name, change, estimate, None, None, None,
-                                  None, None, None, df))  # fmt: skip
-            continue
-        se = float(math.sqrt(c @ cov @ c))
-        t_crit = float(stats.t.ppf(1 - alpha / 2, df))
-        p = float(2 * stats.t.sf(abs(estimate) / se, df)) if se > 0 else None
-        effects.append(Effect(surface.response, name, change, estimate, se,
-                              estimate - t_crit * se, estimate + t_crit * se, p, None,
-                              None if ncp is None else ncp * se, df))  # fmt: skip
-    ps = [e.p for e in effects if e.p is not None]
-    if ps:
-        adjusted = iter(holm(ps))
-        effects = [e if e.p is None else _replace(e, p_adjusted=float(next(adjusted)))
-                   for e in effects]  # fmt: skip
-    return tuple(effects)
-
-
-def holm(p_values) -> np.ndarray:
-    """Holm's step-down adjusted p-values (Holm 1979), in the input's order: the i-th smallest
-    p becomes max over j <= i of min(1, (m - j + 1) p_(j)). The same numbers as statsmodels'
-    ``multipletests(p, method="holm")[1]``, which also runs a full garbage collection on every
-    call (0.3 s in a process that holds a report's figures)."""
-    p = np.asarray(p_values, dtype=float)
-    order = np.argsort(p, kind="stable")
-    m = len(p)
-    stepped = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
-    out = np.empty(m)
-    out[order] = stepped
-    return out
-
-
-def _replace(effect: Effect, **changes) -> Effect:
-    import dataclasses
-
-    return dataclasses.replace(effect, **changes)

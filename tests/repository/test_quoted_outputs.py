@@ -17,8 +17,8 @@ from the quote. Only times (``in 0.2 s``, ``elapsed 42 s``, ``ETA 96 s``, clock 
 paths (the scratch folder reads ``/tmp/my-study``, the environment's ``bin`` ``/…/.venv/bin``)
 and the lines the marker names as machine-specific (compared up to their prefix) are forgiven,
 and in the walk-through's trained study the numbers another CPU may move, as far as the README
-promises (``numbers_agree`` in ``scripts/requote.py``: words and counts exact, an accuracy within
-1 point, a p-value within a factor of 3, other figures within 35%).
+promises (``numbers_agree`` in ``scripts/requote_text.py``: words and counts exact, an accuracy
+within 1 point, a p-value within a factor of 3, other figures within 35%).
 The quotes of plans and refusals run ``study plan`` (a second each); the walk-through's run,
 status and summary read one run of its study (the smoke run, then the study: minutes on 2
 cores, once per module, ``long``); the Fashion-MNIST headlines of docs/examples.md are made
@@ -47,6 +47,7 @@ def _load_requote():
 
 
 rq = _load_requote()
+rt = sys.modules["requote_text"]  # its sibling: the pages' blocks and how quotes compare
 TIED = rq.tied()
 
 
@@ -64,7 +65,7 @@ def _tied(kind: str) -> list:
 def _compare(block, shop) -> None:
     quote = rq.REGISTRY[block.marker.id]
     produced = quote.produce(shop)
-    diff = rq.difference(block.text, produced, block.marker.machine, quote.arithmetic)
+    diff = rt.difference(block.text, produced, block.marker.machine, quote.arithmetic)
     assert not diff, (
         f"{block.where}: the quote {block.marker.id!r} is not what its command prints now "
         f"(normalised; re-quote with .venv/bin/python scripts/requote.py --only "
@@ -112,7 +113,7 @@ def test_every_entry_of_the_registry_is_quoted():
 
 
 def test_a_block_that_is_not_a_quote_says_why():
-    bare = [b.where for b in rq.all_blocks() if b.not_a_quote is not None and len(
+    bare = [b.where for b in rt.all_blocks() if b.not_a_quote is not None and len(
         b.not_a_quote) < 10]  # fmt: skip
     assert not bare, f"'not a quote' needs a reason: {bare}"
 
@@ -121,40 +122,40 @@ def test_a_block_that_is_not_a_quote_says_why():
 
 
 def test_the_marker_names_the_quote_and_its_machine_specific_lines():
-    assert rq.parse_marker("<!-- quote: walkthrough-plan -->") == rq.Marker("walkthrough-plan")
-    assert rq.parse_marker("<!-- quote: x-1; machine: host:, took -->") == rq.Marker(
+    assert rt.parse_marker("<!-- quote: walkthrough-plan -->") == rt.Marker("walkthrough-plan")
+    assert rt.parse_marker("<!-- quote: x-1; machine: host:, took -->") == rt.Marker(
         "x-1", ("host:", "took")
     )
-    assert rq.parse_marker("<!-- one-analysis snippet -->") is None
+    assert rt.parse_marker("<!-- one-analysis snippet -->") is None
     for wrong in (
         "<!-- quote: Plan -->",
         "<!-- quote: x; host: y -->",
         "<!-- quote: x; machine: -->",
     ):
         with pytest.raises(ValueError):
-            rq.parse_marker(wrong)
+            rt.parse_marker(wrong)
 
 
 def test_only_times_and_the_named_lines_are_forgiven():
     quoted = "baselines measured in 0.2 s: 97.5%\nstudy: 2 done · elapsed 42 s · ETA 96 s\nhost a1"
     again = "baselines measured in 8.0 s: 97.5%\nstudy: 2 done · elapsed 7 s · ETA —\nhost b2  "
-    assert rq.difference(quoted, again, ("host",)) == ""
-    assert rq.difference(quoted, again) != ""  # the host line, unnamed, counts
-    assert rq.difference("mean 96.9% in 2 replicates", "mean 97.0% in 2 replicates") != ""
-    assert rq.normalise("started 2026-12-06T07:02:11+00:00 (pid 7)") == "started <time> (pid 7)"
+    assert rt.difference(quoted, again, ("host",)) == ""
+    assert rt.difference(quoted, again) != ""  # the host line, unnamed, counts
+    assert rt.difference("mean 96.9% in 2 replicates", "mean 97.0% in 2 replicates") != ""
+    assert rt.normalise("started 2026-12-06T07:02:11+00:00 (pid 7)") == "started <time> (pid 7)"
 
 
 def test_an_excerpt_keeps_the_rows_it_names():
     lines = ["head", "p000 a", "p001 b", "p002 c", "p003 d", "tail"]
-    kept = rq.rows_elided(lines, rq.TABLE_ROW, first=1, last=1)
-    assert kept == ["head", "p000 a", rq.ELIDED, "p003 d", "tail"]
+    kept = rt.rows_elided(lines, rq.TABLE_ROW, first=1, last=1)
+    assert kept == ["head", "p000 a", rt.ELIDED, "p003 d", "tail"]
 
 
 def test_requoting_rewrites_only_the_body_of_the_marked_block(tmp_path):
     page = tmp_path / "page.md"
     page.write_text("Intro\n\n<!-- quote: x -->\n```text\nold\n```\n\n```bash\nls\n```\n")
-    (block, _) = rq.blocks(page, tmp_path)
-    assert block.marker == rq.Marker("x") and block.quotes_output
+    (block, _) = rt.blocks(page, tmp_path)
+    assert block.marker == rt.Marker("x") and block.quotes_output
     rq.rewrite(page, {"x": "new 1  \nnew 2\n"})
     assert page.read_text() == (
         "Intro\n\n<!-- quote: x -->\n```text\nnew 1\nnew 2\n```\n\n```bash\nls\n```\n"
@@ -199,7 +200,7 @@ def test_a_quote_of_the_walkthrough_study(block, shop):
     _compare(block, shop)
 
 
-# --- the arithmetic another machine may move (scripts/requote.py, numbers_agree) --------------
+# --- the arithmetic another machine may move (scripts/requote_text.py, numbers_agree) ---------
 
 ENDING = rq.REGISTRY["walkthrough-run-ending"]
 
@@ -227,8 +228,8 @@ XEON = (("doubling temperature 1.2 points; doubling batch_size 1.4 points",
 
 def test_the_walkthrough_ending_another_cpu_printed_reads_as_its_quote():
     quoted = _quoted("walkthrough-run-ending")
-    assert ENDING.arithmetic and rq.difference(quoted, _moved(quoted, *XEON), (), True) == ""
-    assert rq.difference(quoted, _moved(quoted, *XEON)) != ""  # compared exactly, it differs
+    assert ENDING.arithmetic and rt.difference(quoted, _moved(quoted, *XEON), (), True) == ""
+    assert rt.difference(quoted, _moved(quoted, *XEON)) != ""  # compared exactly, it differs
 
 
 @pytest.mark.parametrize(("edit", "why"), [
@@ -251,7 +252,7 @@ def test_the_walkthrough_ending_another_cpu_printed_reads_as_its_quote():
 ])  # fmt: skip
 def test_a_verdict_a_count_or_a_figure_beyond_its_tolerance_still_differs(edit, why):
     quoted = _quoted("walkthrough-run-ending")
-    assert rq.difference(quoted, _moved(quoted, *XEON, edit), (), True) != "", why
+    assert rt.difference(quoted, _moved(quoted, *XEON, edit), (), True) != "", why
 
 
 @pytest.mark.parametrize(("quoted", "produced", "agrees"), [
@@ -274,11 +275,11 @@ def test_a_verdict_a_count_or_a_figure_beyond_its_tolerance_still_differs(edit, 
     ("───────────", "─────────────", True),  # a table's rule widens with a column
 ])  # fmt: skip
 def test_numbers_agree_at_the_resolution_the_readme_promises(quoted, produced, agrees):
-    assert rq.numbers_agree(quoted, produced) is agrees
+    assert rt.numbers_agree(quoted, produced) is agrees
 
 
 def test_only_quotes_of_a_trained_study_are_compared_at_a_resolution():
     assert {q.id for q in rq.REGISTRY.values() if q.arithmetic} == {
         "walkthrough-run-progress", "walkthrough-run-ending", "walkthrough-status",
         "walkthrough-summary"}  # fmt: skip
-    assert rq.difference("refused: 0.1", "refused: 0.11") != ""
+    assert rt.difference("refused: 0.1", "refused: 0.11") != ""

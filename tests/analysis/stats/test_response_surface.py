@@ -156,7 +156,7 @@ def test_each_combinations_quadratic_reproduces_the_models_predictions():
     """The optimum and the stationary point are found on (f0, b, B) per categorical
     combination, read from one batched prediction; against the fitted model itself at random
     coded points (the brute-force reference), every combination's quadratic agrees."""
-    from analysis.stats.surface import _factor_part, _quadratics, _value
+    from analysis.stats.surface_optimum import _factor_part, _quadratics, _value
 
     frame = table(full_factorial(3))
     frame["augmentation"] = np.where(frame["replicate"] == 0, "crop", "crop+noise")
