@@ -131,14 +131,14 @@ class SlurmJob:
     def resubmission(self, record: dict, job_id: int) -> tuple[Path, list[str], dict, Path]:
         """What a recorded ``sbatch`` call would run: (script, its arguments, the next job's
         environment, its folder). The environment is the one sbatch was called in
-        (``--export=ALL``) plus what ``--export`` adds, with Slurm's variables of job
-        ``job_id``."""
+        (``--export=ALL``: every SLURM_* variable it inherited too, as Slurm propagates them)
+        plus what ``--export`` adds, with Slurm's own variables of job ``job_id`` over it."""
         argv = list(record["argv"])
         options = []
         while argv and argv[0].startswith("-"):
             options.append(argv.pop(0))
         script, args = Path(argv[0]), argv[1:]
-        env = {k: v for k, v in record["env"].items() if not k.startswith("SLURM_")}
+        env = dict(record["env"])
         for option in options:
             if option.startswith("--export="):
                 first, *pairs = option.split("=", 1)[1].split(",")
@@ -150,6 +150,11 @@ class SlurmJob:
         env |= {k: v for k, v in slurm.items() if k.startswith("SLURM_")}
         env["FAKE_SLURM_NEXT_JOB_ID"] = str(job_id + 1)
         return script, args, env, folder
+
+    def requeued(self, env: dict[str, str], restarts: int = 1) -> dict[str, str]:
+        """The environment Slurm starts a requeued job in: the one it was submitted with (``env``,
+        the same SLURM_JOB_ID), with SLURM_RESTART_COUNT, the times it was started again."""
+        return env | {"SLURM_RESTART_COUNT": str(restarts)}
 
 
 def option(record: dict, name: str) -> str | None:
@@ -204,6 +209,12 @@ class Timeline:
 
     def show(self) -> None:
         print("timeline:", *(self._line(at, what) for at, what in sorted(self.events)), sep="\n")
+
+    def write(self, path: Path | str) -> None:
+        """The sorted timeline to ``path`` (a file to quote from), and printed."""
+        self.show()
+        lines = [self._line(at, what) for at, what in sorted(self.events)]
+        Path(path).write_text("\n".join(lines) + "\n")
 
     def _line(self, at: float, what: str) -> str:
         clock = time.strftime("%H:%M:%S", time.localtime(at))

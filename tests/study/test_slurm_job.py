@@ -1,14 +1,17 @@
 """scripts/slurm/study.sbatch without Slurm (issue 51, items 1 and 2): stand-in ``srun``,
 ``scontrol`` and ``sbatch`` first on PATH (tests/kits/slurm_bin/) record their calls; ``srun``
 runs each node's step on this machine, so the job's two nodes are two Ray nodes on 127.0.0.1
-(STUDY_INTERFACE=lo), with token authentication on. A study runs on both nodes and finishes; a
-TERM to the batch shell (Slurm's ``--signal=B:TERM@120`` at the time limit) ends every run
-KILLED, stops Ray on every node and submits the job again, which resumes the study to its end.
-The script's own control flow (usage, the driver's exit status, the resubmission's options and
-its cap) is checked quickly with stand-ins for ``study``, ``ray`` and ``python``."""
+(STUDY_INTERFACE=lo), with token authentication on. A study runs on both nodes and finishes
+(tests/study/test_slurm_signals.py stops one at the time limit, by scancel and by preemption).
+The script's own control flow (usage, the driver's exit status, which signal queues what, issue
+59: USR1 requeues, TERM and INT queue nothing; the fallback resubmission's options, read back from
+``scontrol show job``, and its environment, cleaned of Slurm's variables; the chain's cap; a
+requeued job's reuse of its folder) is checked quickly with stand-ins for ``study``, ``ray`` and
+``python``."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -20,16 +23,14 @@ from pathlib import Path
 import pytest
 from slurmkit import (
     SCRIPT,
-    Timeline,
     alive,
     fake_slurm,
     logged,
     option,
     processes_mentioning,
     wait_exit,
-    wait_while_running,
 )
-from studykit import checkpoints, child_runs, parent_runs, wait_for, write_spec
+from studykit import child_runs, parent_runs, wait_for, write_spec
 
 JOB = 4101
 
@@ -141,7 +142,8 @@ def _stand_ins(folder: Path) -> Path:
     STUDY_BIN): ray's nodes sleep until ended, python answers the token and, once every node
     has started, the join; study records its arguments and exits $FAKE_STUDY_EXIT, or on
     ``term`` waits for a TERM and exits 143 as the real driver does, or on ``term-late`` takes
-    2 s after a TERM and exits 0 (its last trial finished as the TERM came)."""
+    2 s after a TERM and exits 0 (its last trial finished as the TERM came), or on ``term-slow``
+    takes 2 s after a TERM and exits 143."""
     folder.mkdir()
     scripts = {
         "ray": '[ "$1" = start ] || exit 2\necho "$$ $*" >>"$FAKE_DIR/ray-starts"\n'
@@ -156,6 +158,7 @@ def _stand_ins(folder: Path) -> Path:
         'case "$FAKE_STUDY_EXIT" in\n'
         "  term) trap 'kill $!; exit 143' TERM ;;\n"
         "  term-late) trap 'kill $!; sleep 2; exit 0' TERM ;;\n"
+        "  term-slow) trap 'kill $!; sleep 2; exit 143' TERM ;;\n"
         '  *) exit "$FAKE_STUDY_EXIT" ;;\nesac\n'
         'touch "$FAKE_DIR/driver-started"\nsleep 600 & wait $!\n',
     }
@@ -166,35 +169,68 @@ def _stand_ins(folder: Path) -> Path:
     return folder / "study"
 
 
+# what `scontrol show job` reads back of a job submitted with
+# `sbatch --gres=gpu:4 --constraint=a100 --exclusive --mem=64G --cpus-per-task=8 -p gpu -A proj -q
+# high`: the GPUs, the constraint and exclusivity are in no SLURM_* variable
+FIELDS = {"Partition": "gpu", "Account": "proj", "QOS": "high", "CPUs/Task": "8",
+          "MinMemoryNode": "64G", "Features": "a100", "OverSubscribe": "NO",
+          "TresPerNode": "gres/gpu:4"}  # fmt: skip
+# what Slurm sets in such a job (and a user's own SBATCH_*/SRUN_* input variables): the ones a
+# resubmission from inside the job would carry into the next job, where they break its srun
+INHERITED = {"SLURM_CPUS_PER_TASK": "8", "SLURM_MEM_PER_NODE": "65536", "SLURM_JOB_PARTITION":
+             "gpu", "SLURM_TRES_PER_TASK": "cpu=8", "SLURMD_NODENAME": "node1",
+             "SBATCH_CONSTRAINT": "v100", "SRUN_CPUS_PER_TASK": "8"}  # fmt: skip
+CLEANED = ("SLURM_", "SBATCH_", "SRUN_", "SLURMD_", "RAY_AUTH_", "RAY_ADDRESS")
+CAPPED = {"SLURM_RESTART_COUNT": "10"}
+CHAIN_CAPPED = {"SLURM_RESTART_COUNT": "3", "STUDY_RESUBMIT_COUNT": "7"}
+IN_A_CHAIN = {"STUDY_RESUBMIT_COUNT": "2"}
+REFUSED = {"FAKE_SLURM_REQUEUE": "refuse"}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("exit", "count", "expected", "resubmitted"),
+    ("exit", "signals", "settings", "expected", "queued"),
     [
-        pytest.param("0", "0", 0, False, id="finished"),
-        pytest.param("1", "0", 1, False, id="failed"),
-        pytest.param("2", "0", 2, False, id="refused"),
-        pytest.param("term", "0", 143, True, id="time-limit"),
-        pytest.param("term", "10", 143, False, id="time-limit-capped"),
-        # two TERMs, the driver ending 0 after them: its own status counts, not the signal's
-        pytest.param("term-late", "0", 0, False, id="time-limit-study-done"),
+        pytest.param("0", [], {}, 0, None, id="finished"),
+        pytest.param("1", [], {}, 1, None, id="failed"),
+        pytest.param("2", [], {}, 2, None, id="refused"),
+        # the time-limit warning: the job is requeued (the same ID, every option kept)
+        pytest.param("term", ["USR1"], {}, 143, "requeue", id="time-limit"),
+        # its chain's count: the job's restarts plus the new jobs before it
+        pytest.param("term", ["USR1"], CAPPED, 143, None, id="time-limit-capped"),
+        pytest.param("term", ["USR1"], CHAIN_CAPPED, 143, None, id="time-limit-capped-chain"),
+        pytest.param("term", ["USR1"], IN_A_CHAIN, 143, "requeue", id="time-limit-in-a-chain"),
+        # a site that disables requeue: a new job, its options read back from scontrol
+        pytest.param("term", ["USR1"], REFUSED, 143, "sbatch", id="time-limit-requeue-refused"),
+        # two USR1s, the driver ending 0 after them: its own status counts, not the signal's
+        pytest.param("term-late", ["USR1", "USR1"], {}, 0, None, id="time-limit-study-done"),
+        # scancel (TERM), an interrupt: stop, queue nothing
+        pytest.param("term", ["TERM"], {}, 143, None, id="scancel"),
+        pytest.param("term", ["INT"], {}, 143, None, id="interrupt"),
+        # the time-limit warning, then a cancel before the driver stopped: the cancel wins
+        pytest.param("term-slow", ["USR1", "TERM"], {}, 143, None, id="time-limit-then-scancel"),
     ],
 )
-def test_the_driver_s_exit_decides_the_resubmission(slurm, tmp_path, exit, count, expected,
-                                                    resubmitted):  # fmt: skip
+def test_the_signal_and_the_driver_s_exit_decide_what_is_queued(
+    slurm, tmp_path, exit, signals, settings, expected, queued
+):
     study = _stand_ins(tmp_path / "bin")
+    fields = tmp_path / "job-fields.json"
+    fields.write_text(json.dumps(FIELDS))
     slurm.extra = {"STUDY_BIN": str(study), "FAKE_DIR": str(tmp_path), "STUDY_STOP_WAIT": "1",
-                   "FAKE_STUDY_EXIT": exit, "STUDY_RESUBMIT_COUNT": count}  # fmt: skip
-    env = slurm.env(JOB) | {"SLURM_JOB_PARTITION": "gpu", "SLURM_CPUS_PER_TASK": "8"}
+                   "FAKE_STUDY_EXIT": exit, "FAKE_SLURM_JOB_FIELDS": str(fields),
+                   **settings}  # fmt: skip
+    env = slurm.env(JOB) | INHERITED
     log = tmp_path / "job.log"
     work = tmp_path / "work"  # sbatch --chdir: the job runs apart from its submit folder
     work.mkdir()
     job = slurm.start(["s.yaml", "--no-figures"], env, log, cwd=work)
-    if exit.startswith("term"):
+    if signals:
         wait_for(lambda: (tmp_path / "driver-started").exists(), 60, "the driver", None)
-        os.kill(job.pid, signal.SIGTERM)  # the batch shell alone, as --signal=B:TERM does
-    if exit == "term-late":
-        time.sleep(0.5)
-        os.kill(job.pid, signal.SIGTERM)
+    for i, name in enumerate(signals):
+        if i:
+            time.sleep(0.5)
+        os.kill(job.pid, getattr(signal, f"SIG{name}"))  # the batch shell alone (--signal=B:)
     assert wait_exit(job, 60, log) == expected, log.read_text()
     assert logged(log, rf"study.sbatch: driver exited {expected}\b")
 
@@ -242,26 +278,62 @@ def test_the_driver_s_exit_decides_the_resubmission(slurm, tmp_path, exit, count
     assert all("RAY_AUTH_TOKEN_PATH" not in s["env_names"] for s in steps)
     assert not any(secret in " ".join(s["argv"]) for s in slurm.records())
 
+    # what was queued, and the job's last line saying which signal it was and why
+    requeues = [r for r in slurm.records("scontrol") if r["argv"][0] == "requeue"]
     submitted = slurm.records("sbatch")
-    assert len(submitted) == (1 if resubmitted else 0), submitted
-    if exit == "term" and not resubmitted:
-        assert logged(log, r"not resubmitted: 10 resubmissions already \(STUDY_RESUBMIT_MAX=10\)")
-    if resubmitted:
+    last = log.read_text().splitlines()[-1]
+    resume = (f"resume with: cd {slurm.submit} && sbatch --chdir={work} --job-name=study "
+              f"--account=proj --qos=high --time=00:10:00 --partition=gpu --nodes=2 "
+              f"--cpus-per-task=8 --mem=64G --constraint=a100 --exclusive --gres=gpu:4 "
+              f"{SCRIPT} s.yaml --no-figures")  # fmt: skip
+    if queued == "requeue":
+        assert [r["argv"] for r in requeues] == [["requeue", str(JOB)]] and not submitted
+        move = int(settings.get("STUDY_RESUBMIT_COUNT", 0)) + 1
+        assert re.fullmatch(r"study.sbatch: stopped by USR1 \(the time-limit warning\): requeued "
+                            rf"at [\d.]+: job {JOB} starts again with the same options, restart 1 "
+                            rf"of the job, move {move} of at most 10", last), last  # fmt: skip
+    elif queued == "sbatch":
+        assert len(requeues) == 1
         (call,) = submitted
         assert option(call, "dependency") == f"afterany:{JOB}"
         assert option(call, "export") == "ALL,STUDY_RESUBMIT_COUNT=1"
         assert option(call, "chdir") == str(work) and call["cwd"] == str(slurm.submit)
-        assert option(call, "time") == "00:10:00"  # from `scontrol show job`
-        assert option(call, "nodes") == "2" and option(call, "job-name") == "study"
+        # every option from `scontrol show job`, none from the environment (its SBATCH_CONSTRAINT
+        # says v100; the job was given a100)
+        assert option(call, "gres") == "gpu:4" and option(call, "constraint") == "a100"
+        assert "--exclusive" in call["argv"] and option(call, "mem") == "64G"
+        assert option(call, "time") == "00:10:00" and option(call, "nodes") == "2"
         assert option(call, "partition") == "gpu" and option(call, "cpus-per-task") == "8"
+        assert option(call, "account") == "proj" and option(call, "qos") == "high"
+        assert option(call, "job-name") == "study"
         assert call["argv"][-3:] == [str(SCRIPT), "s.yaml", "--no-figures"]
+        # the environment it hands the next job: no variable of Slurm's or of this job's cluster
+        assert not [k for k in call["env"] if k.startswith(CLEANED)], sorted(call["env"])
+        assert "RAY_AUTH_TOKEN" not in call["env"]
         # nothing of this job's own (its folder, ports, temp dir) is handed to the next one
         assert not {"STUDY_JOB_DIR", "STUDY_HOME", "STUDY_PYTHON"} & set(call["env"])
         assert call["env"]["STUDY_RAY_PORT"] == str(port)  # the user's own setting is kept
+        assert last.startswith("study.sbatch: stopped by USR1 (the time-limit warning): "
+                               f"`scontrol requeue {JOB}` refused (Requested operation is "
+                               f"presently disabled for job {JOB} ); resubmitted at ")  # fmt: skip
+    else:
+        assert not requeues and not submitted, (requeues, submitted)
+    if settings in (CAPPED, CHAIN_CAPPED):
+        assert last == (f"study.sbatch: stopped by USR1 (the time-limit warning): nothing queued: "
+                        f"its chain moved on 10 time(s) already (STUDY_RESUBMIT_MAX=10); "
+                        f"{resume}")  # fmt: skip
+    if signals and signals[-1] in ("TERM", "INT"):
+        why = {"TERM": "TERM (scancel or preemption)", "INT": "INT (an interrupt)"}[signals[-1]]
+        assert last == f"study.sbatch: stopped by {why}: nothing queued; {resume}"
+    if exit == "term-late":
+        assert last == ("study.sbatch: stopped by USR1 (the time-limit warning), as the study "
+                        "finished (the driver exited 0): nothing queued")  # fmt: skip
 
 
 @pytest.mark.slow
-def test_a_term_while_the_nodes_join_stops_them_and_resubmits(slurm, tmp_path):
+@pytest.mark.parametrize(("name", "queued"), [("USR1", True), ("TERM", False)])
+def test_a_signal_while_the_nodes_join_stops_them(slurm, tmp_path, name, queued):
+    """The time-limit warning while the cluster forms requeues the job; a cancel queues nothing."""
     study = _stand_ins(tmp_path / "bin")
     (tmp_path / "bin" / "python").write_text("#!/bin/bash\n"
                                              'if [ "$1" = -c ]; then exec python3 "$@"; fi\n'
@@ -273,12 +345,50 @@ def test_a_term_while_the_nodes_join_stops_them_and_resubmits(slurm, tmp_path):
     wait_for(lambda: len(slurm.records("srun")) == 1, 60, "the head's step", None)
     time.sleep(2)  # the workers wait for the head to join (it never does here)
     assert [s["host"] for s in slurm.records("srun")] == ["node1"]
-    os.kill(job.pid, signal.SIGTERM)
+    os.kill(job.pid, getattr(signal, f"SIG{name}"))
     assert wait_exit(job, 60, log) == 143, log.read_text()
-    assert logged(log, "stopped by TERM before the study started")
+    assert logged(log, f"stopped by {name} before the study started")
     assert [s["host"] for s in slurm.records("srun")] == ["node1"]  # no worker was started
     assert not (tmp_path / "study-args").exists()
-    assert len(slurm.records("sbatch")) == 1
+    requeues = [r["argv"] for r in slurm.records("scontrol") if r["argv"][0] == "requeue"]
+    assert requeues == ([["requeue", str(JOB)]] if queued else [])
+    assert not slurm.records("sbatch")
+
+
+@pytest.mark.slow
+def test_a_requeued_job_reuses_its_folder_knowingly(slurm, tmp_path):
+    """Slurm starts a requeued job again with the same ID (SLURM_RESTART_COUNT=1) and, under
+    --open-mode=append, the same output file: the job says it is a restart, removes the stale
+    PID files of the run before (never signalling them), keeps that run's node logs and renews
+    the token."""
+    study = _stand_ins(tmp_path / "bin")
+    slurm.extra = {"STUDY_BIN": str(study), "FAKE_DIR": str(tmp_path), "STUDY_STOP_WAIT": "1",
+                   "FAKE_STUDY_EXIT": "0"}  # fmt: skip
+    log = tmp_path / "job.log"
+    env = slurm.env(JOB)
+    assert wait_exit(slurm.start(["s.yaml"], env, log), 60, log) == 0, log.read_text()
+    job_dir = slurm.submit / ".study-slurm" / str(JOB)
+    before = {p.name: p.read_text() for p in (job_dir / "pids").iterdir()}
+    assert len(before) == 2 and (job_dir / "driver.pid").exists()
+    token = (job_dir / "auth_token").read_text()
+    first = log.read_text()
+
+    again = slurm.start(["s.yaml"], slurm.requeued(env), log)
+    assert wait_exit(again, 60, log) == 0, log.read_text()
+    said = log.read_text()
+    assert said.startswith(first)  # appended, not truncated
+    assert len(logged(log, r"study.sbatch: driver exited 0\b")) == 2
+    assert logged(log, rf"study.sbatch: job {JOB} started again: restart 1 of the job "
+                       r"\(SLURM_RESTART_COUNT\)")  # fmt: skip
+    assert logged(log, rf"job folder {job_dir} reused: 3 stale PID file\(s\) removed, 2 node "
+                       rf"log\(s\) of the run before kept in {job_dir}/before-restart-1, the token "
+                       r"renewed")  # fmt: skip
+    assert logged(log, rf"study.sbatch: job {JOB} \(resubmission 1 of at most 10\)")
+    after = {p.name: p.read_text() for p in (job_dir / "pids").iterdir()}
+    assert after.keys() == before.keys() and not set(after.values()) & set(before.values())
+    assert sorted(p.name for p in (job_dir / "before-restart-1").iterdir()) == [
+        "ray-0-node1.log", "ray-1-node2.log"]  # fmt: skip
+    assert (job_dir / "auth_token").read_text() != token
 
 
 # --- a real study on a two-node Ray cluster -----------------------------------------------------
@@ -314,94 +424,3 @@ def test_a_study_runs_on_both_nodes_of_the_job_and_finishes(slurm, tmp_path):
     assert [r.info.status for r in parent_runs(uri, "slurm-toy")] == ["FINISHED"]
     # the job stopped its Ray itself
     wait_for(lambda: not processes_mentioning(slurm.ray_tmp), 30, "the job's processes to end")
-
-
-@pytest.mark.long
-@pytest.mark.slow
-def test_a_term_at_the_time_limit_kills_the_runs_stops_ray_and_the_next_job_resumes(
-    slurm, tmp_path
-):
-    name = "slurm-term"
-    spec = write_spec(slurm.submit / "term.yaml", name,
-                      factors={"temperature": {"levels": [0.1, 0.5], "scale": "log"}},
-                      trial={"budget_examples": 128 * 24, "batch_size": 128, "eval_marks": 6},
-                      replicates=2, max_concurrent=2, resources={"cpu": 1, "gpu": 0})  # fmt: skip
-    uri = f"sqlite:///{slurm.submit / 'mlflow.db'}"
-    trials = slurm.submit / "studies" / name / "trials"
-    log = tmp_path / "job.log"
-    clock = Timeline()
-    clock.note(f"job {JOB} submitted")
-    job = slurm.start([str(spec), "--no-figures"], slurm.env(JOB), log)
-
-    def mid_study():
-        done = [p for p in trials.glob("*") if checkpoints(p)] if trials.exists() else []
-        return done and len(done) < 4
-
-    wait_while_running(mid_study, job, log, 600, "a first checkpoint")
-    started = processes_mentioning(slurm.ray_tmp)  # the job's shell, steps, Ray, driver
-    sessions = {int(p.read_text()) for p in (slurm.submit / ".study-slurm" / str(JOB) /
-                                             "pids").iterdir()}  # fmt: skip
-    assert len(sessions) == 2 and sessions <= started
-    before = {r.data.tags["study.trial_key"]: r.info.status for r in child_runs(uri, name)}
-    term = clock.note(f"TERM sent to the batch shell (pid {job.pid}); {len(started)} processes "
-                      f"of the job alive; trials {dict(sorted(before.items()))}")  # fmt: skip
-    os.kill(job.pid, signal.SIGTERM)
-    rc = wait_exit(job, 180, log)
-    clock.note(f"the job exited {rc}")
-    assert rc == 143, log.read_text()[-5000:]
-
-    (driver,) = logged(log, r"study.sbatch: driver exited (\d+) at ([\d.]+)")
-    assert driver[1] == "143"
-    runs = [*child_runs(uri, name), *parent_runs(uri, name)]
-    assert {r.info.status for r in runs} <= {"KILLED", "FINISHED"}, [r.info for r in runs]
-    assert "KILLED" in {r.info.status for r in runs}
-    assert parent_runs(uri, name)[0].info.status == "KILLED"
-    killed = [r.info.end_time / 1000 for r in runs if r.info.status == "KILLED"]
-    clock.note(f"the first of {len(killed)} runs ended KILLED", min(killed))
-    clock.note(f"the last of {len(killed)} runs ended KILLED", max(killed))
-    (received,) = logged(log, r"study.sbatch: TERM received at ([\d.]+)")
-    clock.note("the script forwarded the TERM to the driver", float(received[1]))
-    clock.note("the driver exited 143", float(driver[2]))
-    # trials stopped with a checkpoint: the next job must continue them from it
-    killed_trials = {r.data.tags["study.trial_key"] for r in child_runs(uri, name)
-                     if r.info.status == "KILLED"}  # fmt: skip
-    resumable = {key for key in killed_trials if checkpoints(trials / key)}
-    (resubmitted,) = logged(log, r"study.sbatch: resubmitted at ([\d.]+)")
-    clock.note("the job submitted itself again", float(resubmitted[1]))
-    assert max(killed) >= term and float(driver[2]) - term < 60
-
-    # every process the job started is gone, within Slurm's KillWait (30 s) of the driver's exit
-    gone_by = time.time()
-    while alive(started) and time.time() - float(driver[2]) < 30:
-        time.sleep(0.2)
-        gone_by = time.time()
-    assert not alive(started), sorted(alive(started))
-    assert not processes_mentioning(slurm.ray_tmp)
-    clock.note("every process of the job gone (checked)", gone_by)
-    assert gone_by - float(driver[2]) < 30
-
-    (call,) = slurm.records("sbatch")
-    assert option(call, "dependency") == f"afterany:{JOB}"
-    # the next job, as Slurm would run it: the recorded script, arguments and environment
-    script, args, env, folder = slurm.resubmission(call, JOB + 1)
-    assert script == SCRIPT and env["STUDY_RESUBMIT_COUNT"] == "1"
-    slurm.port = 0  # a fresh block: this job's ports may linger in TIME_WAIT
-    env |= {k: v for k, v in slurm.env(JOB + 1).items() if k == "STUDY_RAY_PORT"}
-    clock.note(f"job {JOB + 1} (the resubmission) starts")
-    second = slurm.start(args, env, log, script=script, cwd=folder)
-    rc = wait_exit(second, 600, log)
-    clock.note(f"job {JOB + 1} exited {rc}")
-    assert rc == 0, log.read_text()[-5000:]
-    children = child_runs(uri, name)
-    keys = [r.data.tags["study.trial_key"] for r in children]
-    assert sorted(keys) == sorted(set(keys)) and len(keys) == 4  # each trial once
-    assert {r.info.status for r in children} == {"FINISHED"}
-    assert [r.info.status for r in parent_runs(uri, name)] == ["FINISHED"]
-    assert len(slurm.records("sbatch")) == 1  # the finished study submitted nothing more
-    resumed = {r.data.tags["study.trial_key"]: r.data.metrics.get("trial/resumed_from")
-               for r in children}  # fmt: skip
-    print(f"stopped with a checkpoint: {sorted(resumable)}; resumed_from: {resumed}")
-    assert all(resumed[key] and resumed[key] > 0 for key in resumable)
-    clock.show()
-    lines = [line for line in log.read_text().splitlines() if line.startswith("study.sbatch")]
-    print(f"job log {log}:", *lines, sep="\n")
