@@ -314,11 +314,16 @@ def test_each_ray_start_gets_the_job_s_memory_and_the_open_file_limit(slurm, tmp
     assert len([m for m in logged(log, r"(head|worker) \d on node\d .*") if said in m[0]]) == 2
 
 
+def requeues(slurm) -> list[list[str]]:
+    return [r["argv"] for r in slurm.records("scontrol") if r["argv"][0] == "requeue"]
+
+
 @pytest.mark.slow
 def test_a_cluster_that_does_not_form_exits_3_after_trying_each_start_again(slurm, tmp_path):
     """A head whose every `ray start` fails: each attempt's output kept in its log, under a
-    header, then the job exits 3 (its own status, which a chain tries once more) without
-    starting a worker or the driver."""
+    header, then the job exits 3 (its own status) without starting a worker or the driver, and
+    the chain tries the job again, once: requeued; the same job failing again to form its
+    cluster is not requeued a second time."""
     failing = 'echo "$$ 0 $*" >>"$FAKE_DIR/ray-fails"\necho "stand-in: no luck" >&2\nexit 1\n'
     env = _quick_env(slurm, tmp_path, STUDY_RAY_START_TRIES="2")
     _script(tmp_path / "bin" / "ray", failing)
@@ -333,6 +338,14 @@ def test_a_cluster_that_does_not_form_exits_3_after_trying_each_start_again(slur
     assert not (tmp_path / "study-store").exists()
     temps = [Path(m[1]).parent for m in logged(log, r"Ray's temp dir (\S+/ray);")]
     assert temps and not [t for t in temps if t.exists()]
+    assert requeues(slurm) == [["requeue", env["SLURM_JOB_ID"]]]
+    assert logged(log, r"the cluster did not form \(exit 3\): tried again, once: requeued")
+
+    again = slurm.start(["s.yaml"], slurm.requeued(env), log)  # Slurm starts it again
+    assert wait_exit(again, 60, log) == 3, log.read_text()
+    assert len(requeues(slurm)) == 1 and not slurm.records("sbatch")  # nothing more queued
+    last = log.read_text().strip().splitlines()[-1]
+    assert "the cluster did not form, a second time in a row: nothing queued" in last, last
 
 
 @pytest.mark.slow
