@@ -296,7 +296,7 @@ def test_the_signal_and_the_driver_s_exit_decide_what_is_queued(
         assert len(requeues) == 1
         (call,) = submitted
         assert option(call, "dependency") == f"afterany:{JOB}"
-        assert option(call, "export") == "ALL,STUDY_RESUBMIT_COUNT=1"
+        assert option(call, "export") == "ALL,STUDY_RESUBMIT_COUNT=1,STUDY_NOT_FORMED_BEFORE=0"
         assert option(call, "chdir") == str(work) and call["cwd"] == str(slurm.submit)
         # every option from `scontrol show job`, none from the environment (its SBATCH_CONSTRAINT
         # says v100; the job was given a100)
@@ -381,13 +381,13 @@ def test_a_requeued_job_reuses_its_folder_knowingly(slurm, tmp_path):
     assert logged(log, rf"study.sbatch: job {JOB} started again: restart 1 of the job "
                        r"\(SLURM_RESTART_COUNT\)")  # fmt: skip
     assert logged(log, rf"job folder {job_dir} reused: 3 stale PID file\(s\) removed, 2 node "
-                       rf"log\(s\) of the run before kept in {job_dir}/before-restart-1, the token "
-                       r"renewed")  # fmt: skip
+                       rf"log\(s\) and Ray's own logs of the run before kept in "
+                       rf"{job_dir}/before-restart-1, the token renewed")  # fmt: skip
     assert logged(log, rf"study.sbatch: job {JOB} \(resubmission 1 of at most 10\)")
     after = {p.name: p.read_text() for p in (job_dir / "pids").iterdir()}
     assert after.keys() == before.keys() and not set(after.values()) & set(before.values())
     assert sorted(p.name for p in (job_dir / "before-restart-1").iterdir()) == [
-        "ray-0-node1.log", "ray-1-node2.log"]  # fmt: skip
+        "ray-0-node1.log", "ray-1-node2.log", "ray-logs"]  # fmt: skip
     assert (job_dir / "auth_token").read_text() != token
 
 
