@@ -69,17 +69,18 @@ def load_lightly(path: str | None):
 def make_losses(impls: list[str], n: int, lightly_path: str | None) -> dict:
     """name -> fn(z, sources) returning the loss; unavailable implementations are left out."""
     from trainables import objectives
+    from trainables.objectives import memory
 
     def info_nce(z, sources):
         return objectives.info_nce(z, sources, TEMPERATURE)
 
     def chunked(z, sources):
-        saved = objectives._CHUNK_ELEMENTS
-        objectives._CHUNK_ELEMENTS = -(-n * n // 8)  # 8 blocks of anchors
+        saved = memory._CHUNK_ELEMENTS
+        memory._CHUNK_ELEMENTS = -(-n * n // 8)  # 8 blocks of anchors
         try:
             return objectives.info_nce(z, sources, TEMPERATURE)
         finally:
-            objectives._CHUNK_ELEMENTS = saved
+            memory._CHUNK_ELEMENTS = saved
 
     def dense(z, sources):
         return objectives.info_nce_dense(z, sources, TEMPERATURE)

@@ -77,12 +77,10 @@ from trainables.metrics import TIMES
 from trainables.objectives import (
     Gather,
     NonFiniteError,
-    align_uniform_loss,
     all_gather_with_grad,
     candidates_per_anchor,
-    info_nce,
-    nt_xent,
 )
+from trainables.objectives.registry import OBJECTIVES
 from trainables.outcomes import heldout_items, outcome_json
 from trainables.probes import (
     FittedProbes,
@@ -265,7 +263,8 @@ def objective_loss(
     groups: Tensor | None,
     gather: Gather | None = None,
 ) -> Tensor:
-    """The training objective on two projected views (B, D) of B sources.
+    """The training objective on two projected views (B, D) of B sources: the ``trial_loss`` of
+    the objective's row in :mod:`trainables.objectives.registry`.
 
     Without groups nothing here waits for the device: NaN, inf or a zero row gives a NaN loss
     (the loop's :class:`DivergenceWatch` ends the trial on it) instead of raising. With groups,
@@ -274,20 +273,7 @@ def objective_loss(
     ``gather`` (data parallelism with ``negatives: all``) makes the candidates every rank's views;
     sources are numbered per rank, groups are the dataset's ids (one id is one group everywhere).
     """
-    if config.objective == "align_uniform":
-        return align_uniform_loss(
-            z1, z2, config.lam, config.uniform_t, config.align_alpha, checks=False, gather=gather
-        )
-    if groups is None:
-        return nt_xent(z1, z2, config.temperature, checks=False, gather=gather)
-    b = z1.shape[0]
-    sources = torch.arange(b, device=z1.device).repeat(2)
-    view_groups = None if groups is None else groups.to(z1.device).repeat(2)
-    scope = {} if gather is None else {"group_ids": "global"}
-    return info_nce(
-        torch.cat([z1, z2]), sources, config.temperature,
-        groups=view_groups, group_policy=config.group_policy, gather=gather, **scope,
-    )  # fmt: skip
+    return OBJECTIVES[config.objective].trial_loss()(config, z1, z2, groups, gather)
 
 
 def _rng_state() -> dict[str, Any]:
@@ -417,7 +403,7 @@ def score(
     metrics = pair_diagnostics(
         features["h1"], features["h2"], features["z1"], features["z2"], features["held_y"],
         batch_size=config.contrast_batch,
-        temperature=config.temperature if config.objective == "info_nce" else None,
+        temperature=config.temperature if OBJECTIVES[config.objective].temperature else None,
         groups=features["groups"], group_policy=config.group_policy,
     )  # fmt: skip
     if predictions is None:
