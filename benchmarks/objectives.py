@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # this checkout's trainables, as benchmarks/gpu.py does
+    sys.path.insert(0, str(ROOT))
 TEMPERATURE = 0.1
 IMPLEMENTATIONS = ("info_nce", "nt_xent", "dense", "lightly", "chunked")
 DEFAULT_IMPLEMENTATIONS = ("info_nce", "dense", "lightly")
