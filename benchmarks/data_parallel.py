@@ -49,7 +49,7 @@ The summary line gives the gather (forward + backward, at the trial's B and D) i
 and as a share of the W = 2 ``all`` step, and the W = 2 ``all`` examples/s over the one-worker
 examples/s with the same threads (row 2).
 
-Bytes of the gather (computed by ``gather_bytes``; checked against trainables/objectives.py)
+Bytes of the gather (computed by ``gather_bytes``; checked against trainables/objectives/gathers.py)
 --------------------------------------------------------------------------------------------
 Where it sits: ``_Trial.train_step`` runs the model on the rank's 2 · B/W views (both views in
 one pass), the projection head gives z (2B/W, D); ``nt_xent`` normalises the rows and then

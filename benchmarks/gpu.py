@@ -65,16 +65,12 @@ if str(ROOT) not in sys.path:
 from trainables import idx  # noqa: E402
 from trainables.config import FASHION_MNIST_ROOT, TrialConfig  # noqa: E402
 from trainables.data import load_data, write_cifar10  # noqa: E402
+from trainables.device import claim_share, resident_data  # noqa: E402
 from trainables.encoders import build_model  # noqa: E402
+from trainables.evaluation import heldout_features, score  # noqa: E402
 from trainables.machine import usable_cpus  # noqa: E402
-from trainables.train import (  # noqa: E402
-    claim_share,
-    heldout_features,
-    make_optimizer,
-    resident_data,
-    run_trial,
-    score,
-)
+from trainables.optimisers import make_optimizer  # noqa: E402
+from trainables.train import run_trial  # noqa: E402
 
 PRESET = ROOT / "trainables" / "presets" / "cifar10_resnet18.yaml"
 SMALL_CNN = ROOT / "trainables" / "presets" / "digits.yaml"  # (e)'s recipe

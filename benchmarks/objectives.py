@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # this checkout's trainables, as benchmarks/gpu.py does
+    sys.path.insert(0, str(ROOT))
 TEMPERATURE = 0.1
 IMPLEMENTATIONS = ("info_nce", "nt_xent", "dense", "lightly", "chunked")
 DEFAULT_IMPLEMENTATIONS = ("info_nce", "dense", "lightly")
@@ -69,17 +71,18 @@ def load_lightly(path: str | None):
 def make_losses(impls: list[str], n: int, lightly_path: str | None) -> dict:
     """name -> fn(z, sources) returning the loss; unavailable implementations are left out."""
     from trainables import objectives
+    from trainables.objectives import memory
 
     def info_nce(z, sources):
         return objectives.info_nce(z, sources, TEMPERATURE)
 
     def chunked(z, sources):
-        saved = objectives._CHUNK_ELEMENTS
-        objectives._CHUNK_ELEMENTS = -(-n * n // 8)  # 8 blocks of anchors
+        saved = memory._CHUNK_ELEMENTS
+        memory._CHUNK_ELEMENTS = -(-n * n // 8)  # 8 blocks of anchors
         try:
             return objectives.info_nce(z, sources, TEMPERATURE)
         finally:
-            objectives._CHUNK_ELEMENTS = saved
+            memory._CHUNK_ELEMENTS = saved
 
     def dense(z, sources):
         return objectives.info_nce_dense(z, sources, TEMPERATURE)

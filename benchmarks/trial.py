@@ -28,12 +28,15 @@ import statistics
 
 import torch
 
+import trainables.evaluation
 import trainables.train
 from trainables.__main__ import load_config_file, parse_overrides, smoke
 from trainables.config import TrialConfig
 from trainables.train import run_trial
 
 CHANNELS_LAST = trainables.train.uses_channels_last
+# the modules that read it (trainables.device holds it): the loop's and the evaluation's
+LAYOUT_READERS = (trainables.train, trainables.evaluation)
 
 
 def trial_config(preset: str, overrides: list[str]) -> TrialConfig:
@@ -69,13 +72,14 @@ def report(config: TrialConfig, result: dict, threads: int, name: str) -> None:
 
 def run_in_layout(config: TrialConfig, layout: str) -> dict:
     """The trial, its convolutional encoder in the trials' own layout or the contiguous one."""
-    trainables.train.uses_channels_last = (
-        CHANNELS_LAST if layout == "trial" else (lambda config, device: False)
-    )
+    chosen = CHANNELS_LAST if layout == "trial" else (lambda config, device: False)
+    for module in LAYOUT_READERS:
+        module.uses_channels_last = chosen
     try:
         return run_trial(config)
     finally:
-        trainables.train.uses_channels_last = CHANNELS_LAST
+        for module in LAYOUT_READERS:
+            module.uses_channels_last = CHANNELS_LAST
 
 
 def main() -> None:

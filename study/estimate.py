@@ -121,7 +121,8 @@ def _probe(config, cpu: float) -> _Cost:
     """A few steps and one evaluation of ``config`` here, with the trial's CPU share."""
     import torch
 
-    from trainables.train import run_trial, trial_threads
+    from trainables.device import trial_threads
+    from trainables.train import run_trial
 
     threads = torch.get_num_threads()
     torch.set_num_threads(trial_threads(cpu))

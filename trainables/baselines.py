@@ -3,7 +3,7 @@
 A probe accuracy means little alone. SimCLR (Chen et al., 2020, Table 8 and App. B.7) and the papers
 after it print, beside every self-supervised number, a randomly initialised encoder of the same
 architecture and a supervised one; for small images the raw pixels are the first reference of
-all. Three kinds, each scored by the trial's own evaluation (:func:`trainables.train.evaluate`:
+all. Three kinds, each scored by the trial's own evaluation (:func:`trainables.evaluation.evaluate`:
 the same held-out split, the same k-NN and linear probes fit on the same probe rows):
 
 - ``raw``: the input itself, flattened (pixels in [0, 1], vectors as stored), given to the
@@ -232,8 +232,9 @@ def _evaluated(
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """The trial's evaluation of ``model``, less what depends on the study's factors, and
     its per-item outcomes (:func:`trainables.outcomes.outcome_json`)."""
+    from trainables.device import resolve_device
+    from trainables.evaluation import evaluate_predictions
     from trainables.outcomes import heldout_items, outcome_json
-    from trainables.train import evaluate_predictions, resolve_device
 
     device = resolve_device(config)
     metrics, predictions = evaluate_predictions(config, model.to(device), data, device)
@@ -254,7 +255,7 @@ def random_init_baseline(config: TrialConfig, seeds: tuple[int, ...]) -> Baselin
     """The trial's model as initialised by each seed, evaluated untrained."""
     from trainables.data import load_data
     from trainables.encoders import build_model
-    from trainables.train import seed_everything
+    from trainables.seeding import seed_everything
 
     data = load_data(config)
     per_seed, outcomes = {}, {}
@@ -293,8 +294,10 @@ def train_supervised(config: TrialConfig, data: DataBundle) -> nn.Module:
     from torch import nn
 
     from trainables.data import ExampleStream, make_augment, step_generator
+    from trainables.device import resolve_device
     from trainables.encoders import build_model
-    from trainables.train import lr_at, make_optimizer, resolve_device, seed_everything
+    from trainables.optimisers import lr_at, make_optimizer
+    from trainables.seeding import seed_everything
 
     device = resolve_device(config)
     seed_everything(config.seed)

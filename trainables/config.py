@@ -27,6 +27,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from trainables.augment import COMPONENTS, VECTOR_COMPONENTS, parse_augmentation
 from trainables.names import KnownNames
+from trainables.objectives.registry import OBJECTIVE_NAMES, OBJECTIVES
 from trainables.text import ReadsText
 
 # (training pool, held-out pool) of the datasets whose sizes are fixed: a heldout_size,
@@ -94,8 +95,8 @@ class TrialConfig(ReadsText, KnownNames):
     projection_hidden: int = Field(256, ge=1)
     projection_dim: int = Field(64, ge=1)
 
-    # objective
-    objective: Literal["info_nce", "align_uniform"] = "info_nce"
+    # objective: one of the registry's (trainables/objectives/registry.py)
+    objective: Literal[OBJECTIVE_NAMES] = "info_nce"
     temperature: float = Field(0.1, gt=0, allow_inf_nan=False)
     lam_t: float | None = Field(None, ge=0, allow_inf_nan=False)
     uniform_t: float = Field(2.0, gt=0, allow_inf_nan=False)
@@ -172,13 +173,7 @@ class TrialConfig(ReadsText, KnownNames):
                 f"budget_examples={self.budget_examples} / batch_size={self.batch_size} "
                 f"gives {self.steps}"
             )
-        if self.objective == "info_nce" and self.lam_t is not None:
-            raise ValueError(
-                f"lam_t={self.lam_t} applies to objective='align_uniform' only; "
-                "objective='info_nce' is weighted by its temperature"
-            )
-        if self.objective == "align_uniform" and self.lam_t is None:
-            raise ValueError("lam_t is required with objective='align_uniform' (λ·t, e.g. 2.0)")
+        OBJECTIVES[self.objective].check(self)  # the settings it cannot use
         self._check_data_root()
         if self.dataset == "toy":
             images_only = set(self.augmentation_components) - set(VECTOR_COMPONENTS)

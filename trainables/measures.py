@@ -3,7 +3,7 @@ evidence card of ``docs/analysis.md``): conditional geometry, subgroup probes, s
 source return.
 
 Everything here reads the held-out features the final evaluation already has (two fixed
-augmented views and the un-augmented rows, see ``trainables.train.heldout_features``), the
+augmented views and the un-augmented rows, see ``trainables.evaluation.heldout_features``), the
 probes it fit on the clean probe-train features, and, for the shift tests, the encoder run on
 corrupted held-out rows. It returns numeric metrics, logged with the final evaluation's, and an
 ``evidence`` dict of tables, JSON-serialisable (non-finite numbers become None):
@@ -447,7 +447,7 @@ def trial_evidence(
     ``evidence`` dict.
 
     Args:
-        features: a final evaluation's features (``trainables.train.heldout_features`` with
+        features: a final evaluation's features (``trainables.evaluation.heldout_features`` with
             ``keep_inputs``): ``h1, h2, z1, z2, held_h, held_z, held_y`` and the held-out
             inputs ``held_x`` (stored rows) and ``v1, v2`` (the two normalised views).
         probes: the probes fit on the clean probe-train features.

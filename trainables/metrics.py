@@ -18,6 +18,7 @@ import re
 
 from trainables.config import TrialConfig
 from trainables.corruption_families import SEVERITIES, families
+from trainables.objectives.registry import OBJECTIVES
 from trainables.sources import has_groups
 
 STATUSES = ("finished", "diverged", "collapsed")
@@ -32,6 +33,8 @@ def better(metric: str) -> str:
     """``"min"`` for a metric the catalogue knows is lower-is-better (:data:`LOWER_IS_BETTER`),
     else ``"max"`` (accuracies, and anything else higher-is-better)."""
     return "min" if LOWER_IS_BETTER.search(metric) else "max"
+
+
 TIMES = ("train_s", "eval_s", "data_s", "checkpoint_s", "compile_s", "evidence_s")
 SPACES = ("h", "z")
 
@@ -80,8 +83,7 @@ def evaluation_metrics(config: TrialConfig) -> tuple[str, ...]:
     geometry = ("align", "uniform", "effective_rank", "dim_std_min", "dim_std_mean", "zero_rows")
     names += [f"{space}/{m}" for space in ("h", "z") for m in geometry]
     names += ["sim/pos_mean", "sim/neg_mean", "sim/neg_q99", "sim/false_negative_rate"]
-    if config.objective == "info_nce":
-        names.append("sim/hardest_neg_share")
+    names += OBJECTIVES[config.objective].metrics  # what only the trial's objective reports
     names += ["loss/candidates", "loss/candidates_steps"]
     probes = ("knn", "linear") if config.linear_probe else ("knn",)
     names += [f"probe/{p}_top1_{space}" for p in probes for space in ("h", "z")]

@@ -41,17 +41,14 @@ rank 0 reads the checkpoint and hands it to every rank. Every rank returns rank 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import pickle
-import random
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
@@ -59,39 +56,39 @@ from torch.nn.parallel import DistributedDataParallel
 
 from trainables.checkpoints import RESUME_NOTE, LocalFolder, Retention
 from trainables.config import TrialConfig
-from trainables.data import (
-    DataBundle,
-    ExampleStream,
-    ResidentData,
-    load_data,
-    make_augment,
-    resident_batches,
-    step_generator,
-    two_views,
-    view_batches,
+from trainables.data import load_data, resident_batches, view_batches
+from trainables.device import (
+    autocast_for,
+    claim_share,
+    compiles,
+    resident_data,
+    resolve_device,
+    uses_channels_last,
 )
-from trainables.diagnostics import pair_diagnostics
-from trainables.encoders import ContrastiveModel, build_model
-from trainables.machine import usable_cpus
+from trainables.encoders import build_model
+from trainables.evaluation import (
+    held_predictions,
+    heldout_features,
+    score,
+    stored_embedder,
+    trial_probes,
+)
 from trainables.measures import trial_evidence
 from trainables.metrics import TIMES
 from trainables.objectives import (
     Gather,
     NonFiniteError,
-    align_uniform_loss,
     all_gather_with_grad,
     candidates_per_anchor,
-    info_nce,
-    nt_xent,
 )
+from trainables.objectives.registry import OBJECTIVES
+from trainables.optimisers import lr_at, make_optimizer
 from trainables.outcomes import heldout_items, outcome_json
-from trainables.probes import (
-    FittedProbes,
-    Predictions,
-    fit_probes,
-    predictions_top1,
-    probe_predictions,
-)
+from trainables.seeding import rng_state, seed_everything, set_rng_state
+
+# what callers outside the loop read here (study.trainable: claim_share, resolve_device, run_trial)
+__all__ = ["CHECKPOINT_FILE", "LocalReporter", "Reporter", "claim_share", "objective_loss",
+           "resolve_device", "run_trial"]  # fmt: skip
 
 CHECKPOINT_FILE = "trial.pt"
 # what reading a spoiled checkpoint raises: a truncated file (RuntimeError from the zip reader,
@@ -99,8 +96,6 @@ CHECKPOINT_FILE = "trial.pt"
 # something that is not a checkpoint (KeyError, TypeError: read_checkpoint's own check)
 UNREADABLE_CHECKPOINT = (OSError, RuntimeError, EOFError, ValueError, KeyError, TypeError,
                          pickle.UnpicklingError)  # fmt: skip
-EVAL_VIEWS_SEED = 2**31 - 1  # held-out views are the same for every trial of a study
-CONV_ENCODERS = ("small_cnn", "resnet18")
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests may pick a lighter one)
 COMPILED_PREFIX = "_orig_mod."  # what torch.compile's wrapper puts before every state key
 
@@ -155,65 +150,6 @@ class LocalReporter:
         return found, self._kept.set_aside(Path(found).name)
 
 
-# ---------------------------------------------------------------------------------------------
-# pieces
-# ---------------------------------------------------------------------------------------------
-def resolve_device(config: TrialConfig) -> torch.device:
-    if config.device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' but no CUDA device is available")
-    if config.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(config.device)
-
-
-def compiles(config: TrialConfig, device: torch.device) -> bool:
-    """Whether the training forward is compiled: ``compile`` on, or auto on a CUDA device."""
-    return config.compile == "on" or (config.compile == "auto" and device.type == "cuda")
-
-
-def uses_channels_last(config: TrialConfig, device: torch.device) -> bool:
-    """Convolutional encoders run channels_last: on CUDA it is tensor-core friendly, and on the
-    CPU oneDNN's convolutions are faster so too (the default study's trial on 2 cores took 25%
-    less time per training step; ``benchmarks/trial.py --layout`` compares the two)."""
-    return config.encoder in CONV_ENCODERS
-
-
-def autocast_for(config: TrialConfig, device: torch.device):
-    """bf16 autocast on CUDA with ``precision: bf16``; otherwise nothing changes."""
-    if device.type == "cuda" and config.precision == "bf16":
-        return torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
-def trial_threads(cpu: float) -> int:
-    """Threads for a trial holding ``cpu`` CPUs: its whole CPUs, at most the CPUs this process
-    may use, at least one."""
-    return max(1, min(int(cpu), usable_cpus()))
-
-
-def claim_share(cpu: float, gpu: float = 0.0) -> None:
-    """Hold this process to its share of the machine, as a study's ``resources`` gives it: at
-    most ``cpu`` CPU threads (at least one, and no more than this process may use: its affinity
-    and cgroup quota, :func:`trainables.machine.usable_cpus`) and, with a fractional ``gpu`` on
-    CUDA, at most that fraction of the device's memory (the caching allocator raises an
-    out-of-memory error beyond it), so trials that share a GPU do not starve each other."""
-    torch.set_num_threads(trial_threads(cpu))
-    if 0 < gpu < 1 and torch.cuda.is_available():
-        torch.cuda.set_per_process_memory_fraction(gpu)
-
-
-_RESIDENT: list[tuple[DataBundle, str, ResidentData]] = []  # one device copy per process
-
-
-def resident_data(data: DataBundle, device: torch.device) -> ResidentData:
-    """``data`` on ``device``, copied once per process: ``load_data`` hands the next trial on
-    the same dataset the same bundle, so the bundle itself (held here, compared by identity) is
-    the key, and its files are not read again to find it."""
-    if not (_RESIDENT and _RESIDENT[0][0] is data and _RESIDENT[0][1] == str(device)):
-        _RESIDENT[:] = [(data, str(device), ResidentData(data, device))]
-    return _RESIDENT[0][2]
-
-
 def read_checkpoint(path: Path, location) -> dict[str, Any]:
     """A checkpoint's state from ``path``, on ``location``.
 
@@ -242,30 +178,6 @@ def strip_compiled_prefix(state: dict[str, Tensor]) -> dict[str, Tensor]:
     return {k.removeprefix(COMPILED_PREFIX): v for k, v in state.items()}
 
 
-def make_optimizer(config: TrialConfig, model: nn.Module) -> torch.optim.Optimizer:
-    params, lr, wd = model.parameters(), config.lr_effective, config.weight_decay
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=config.momentum, weight_decay=wd)
-    if config.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=wd)
-    return torch.optim.Adam(params, lr=lr, weight_decay=wd)
-
-
-def lr_at(config: TrialConfig, step: int) -> float:
-    """Learning rate of optimiser step ``step``: linear warm-up, then constant or cosine to 0.
-
-    A pure function of the step, so the schedule's whole state is the step count.
-    """
-    peak = config.lr_effective
-    warm = config.warmup_steps
-    if step < warm:
-        return peak * (step + 1) / warm
-    if config.schedule == "constant":
-        return peak
-    progress = (step - warm) / max(1, config.steps - warm)
-    return peak * 0.5 * (1 + math.cos(math.pi * progress))
-
-
 def objective_loss(
     config: TrialConfig,
     z1: Tensor,
@@ -273,7 +185,8 @@ def objective_loss(
     groups: Tensor | None,
     gather: Gather | None = None,
 ) -> Tensor:
-    """The training objective on two projected views (B, D) of B sources.
+    """The training objective on two projected views (B, D) of B sources: the ``trial_loss`` of
+    the objective's row in :mod:`trainables.objectives.registry`.
 
     Without groups nothing here waits for the device: NaN, inf or a zero row gives a NaN loss
     (the loop's :class:`DivergenceWatch` ends the trial on it) instead of raising. With groups,
@@ -282,198 +195,7 @@ def objective_loss(
     ``gather`` (data parallelism with ``negatives: all``) makes the candidates every rank's views;
     sources are numbered per rank, groups are the dataset's ids (one id is one group everywhere).
     """
-    if config.objective == "align_uniform":
-        return align_uniform_loss(
-            z1, z2, config.lam, config.uniform_t, config.align_alpha, checks=False, gather=gather
-        )
-    if groups is None:
-        return nt_xent(z1, z2, config.temperature, checks=False, gather=gather)
-    b = z1.shape[0]
-    sources = torch.arange(b, device=z1.device).repeat(2)
-    view_groups = None if groups is None else groups.to(z1.device).repeat(2)
-    scope = {} if gather is None else {"group_ids": "global"}
-    return info_nce(
-        torch.cat([z1, z2]), sources, config.temperature,
-        groups=view_groups, group_policy=config.group_policy, gather=gather, **scope,
-    )  # fmt: skip
-
-
-def _rng_state() -> dict[str, Any]:
-    np_state = np.random.get_state()
-    py_state = random.getstate()
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-        "numpy_keys": torch.from_numpy(np_state[1].astype(np.int64)),
-        "numpy_pos": int(np_state[2]),
-        "numpy_gauss": [int(np_state[3]), float(np_state[4])],
-        "python": torch.tensor(py_state[1], dtype=torch.int64),
-        "python_gauss": py_state[2],
-    }
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    if torch.cuda.is_available() and state["cuda"]:
-        torch.cuda.set_rng_state_all(state["cuda"])
-    keys = state["numpy_keys"].numpy().astype(np.uint32)
-    has_gauss, cached = state["numpy_gauss"]
-    np.random.set_state(("MT19937", keys, state["numpy_pos"], has_gauss, cached))
-    random.setstate((3, tuple(int(v) for v in state["python"]), state["python_gauss"]))
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-@torch.no_grad()
-def embed(
-    model: ContrastiveModel,
-    x: Tensor,
-    to_input,
-    device: torch.device,
-    batch: int = 1024,
-    channels_last: bool = False,
-):
-    """(N, ...) rows -> (h, z), float32 on ``device``, ``to_input`` applied chunk by chunk (so a
-    prepared copy of a large split never exists whole)."""
-    outs = []
-    for a in range(0, len(x), batch):
-        chunk = to_input(x[a : a + batch]).to(device)
-        if channels_last and chunk.dim() == 4:
-            chunk = chunk.contiguous(memory_format=torch.channels_last)
-        outs.append(model(chunk))
-    return torch.cat([h.float() for h, _ in outs]), torch.cat([z.float() for _, z in outs])
-
-
-def encode(model: ContrastiveModel, data: DataBundle, x: Tensor, device: torch.device, **kwargs):
-    """Un-augmented stored rows -> (h, z) on ``device`` (``kwargs`` as :func:`embed`)."""
-    return embed(model, x, lambda chunk: data.normalise(data.prepare(chunk)), device, **kwargs)
-
-
-@torch.no_grad()
-def heldout_features(
-    config: TrialConfig,
-    model: ContrastiveModel,
-    data: DataBundle,
-    device: torch.device,
-    resident: ResidentData | None = None,
-    keep_inputs: bool = False,
-) -> dict[str, Tensor]:
-    """What an evaluation scores, on ``device``: the encoder (``h1``, ``h2``) and head (``z1``,
-    ``z2``) outputs of two fixed augmented views of the held-out split, the un-augmented
-    held-out (``held_h``, ``held_z``, ``held_y``) and probe-train (``probe_h``, ``probe_z``,
-    ``probe_y``) features, and the training ``groups`` of one batch (or None). With
-    ``keep_inputs`` (the final evaluation's evidence), also the stored held-out rows
-    (``held_x``) and the two normalised views (``v1``, ``v2``).
-
-    ``resident`` (the data on ``device``) spares the copies; the features are the same."""
-    was_training = model.training
-    model.eval()
-    augment = make_augment(config, data)
-    if resident is None:
-        heldout_x, heldout_y = data.heldout_x.to(device), data.heldout_y.to(device)
-        probe_x, probe_y = data.train_x[data.probe_index], data.train_y[data.probe_index]
-    else:
-        heldout_x, heldout_y = resident.heldout_x, resident.heldout_y
-        probe_x, probe_y = resident.probe_x, resident.probe_y
-    layout = {"channels_last": uses_channels_last(config, device)}
-    v1, v2 = two_views(data, augment, heldout_x, step_generator(EVAL_VIEWS_SEED, 0, device))
-    same = lambda chunk: chunk  # noqa: E731
-    with autocast_for(config, device):  # the training precision; features come back float32
-        out = dict(zip(("h1", "z1"), embed(model, v1, same, device, **layout), strict=True))
-        out |= dict(zip(("h2", "z2"), embed(model, v2, same, device, **layout), strict=True))
-        out["held_h"], out["held_z"] = encode(model, data, heldout_x, device, **layout)
-        out["probe_h"], out["probe_z"] = encode(model, data, probe_x, device, **layout)
-    out["held_y"], out["probe_y"] = heldout_y.to(device), probe_y.to(device)
-    groups = None
-    if data.train_groups is not None:  # the groups of a real training batch: step 0's
-        first = ExampleStream(len(data.train_x), config.batch_size, config.seed).batch(0)
-        groups = data.train_groups[first].to(device)
-    out["groups"] = groups
-    if keep_inputs:
-        out["held_x"], out["v1"], out["v2"] = heldout_x, v1, v2
-    model.train(was_training)
-    return out
-
-
-def trial_probes(config: TrialConfig, features: dict[str, Tensor]) -> FittedProbes:
-    """The trial's probes, fit on the clean probe-train features of :func:`heldout_features`."""
-    classes = int(max(features["probe_y"].max(), features["held_y"].max())) + 1
-    return fit_probes(
-        {"h": features["probe_h"], "z": features["probe_z"], "y": features["probe_y"]},
-        num_classes=classes, k=config.knn_k, knn_temperature=config.knn_temperature,
-        linear=config.linear_probe, max_iter=config.linear_probe_iters,
-    )  # fmt: skip
-
-
-def held_predictions(probes: FittedProbes, features: dict[str, Tensor]) -> Predictions:
-    """The probes' labels for the un-augmented held-out features of :func:`heldout_features`."""
-    held = {"h": features["held_h"], "z": features["held_z"], "y": features["held_y"]}
-    return probe_predictions(probes, held)
-
-
-@torch.no_grad()
-def score(
-    config: TrialConfig, features: dict[str, Tensor], predictions: Predictions | None = None
-) -> dict[str, float]:
-    """Held-out diagnostics and both probes on both spaces, computed where ``features`` are
-    (see :func:`heldout_features`); the linear probe runs in float64 there. ``predictions``
-    made already (:func:`held_predictions`) are scored as they are."""
-    metrics = pair_diagnostics(
-        features["h1"], features["h2"], features["z1"], features["z2"], features["held_y"],
-        batch_size=config.contrast_batch,
-        temperature=config.temperature if config.objective == "info_nce" else None,
-        groups=features["groups"], group_policy=config.group_policy,
-    )  # fmt: skip
-    if predictions is None:
-        predictions = held_predictions(trial_probes(config, features), features)
-    return metrics | predictions_top1(predictions, features["held_y"])
-
-
-def stored_embedder(config: TrialConfig, model: ContrastiveModel, data: DataBundle, device):
-    """Stored rows -> (h, z) on ``device``: the model in evaluation mode, at the training
-    precision, as :func:`heldout_features` encodes the un-augmented held-out rows."""
-    layout = {"channels_last": uses_channels_last(config, device)}
-
-    @torch.no_grad()
-    def run(rows: Tensor) -> tuple[Tensor, Tensor]:
-        was_training = model.training
-        model.eval()
-        with autocast_for(config, device):
-            out = encode(model, data, rows, device, **layout)
-        model.train(was_training)
-        return out
-
-    return run
-
-
-def evaluate(
-    config: TrialConfig,
-    model: ContrastiveModel,
-    data: DataBundle,
-    device: torch.device,
-    resident: ResidentData | None = None,
-) -> dict[str, float]:
-    """Held-out diagnostics on two fixed views, and both probes on both spaces, all on the
-    trial's ``device``."""
-    return evaluate_predictions(config, model, data, device, resident)[0]
-
-
-def evaluate_predictions(
-    config: TrialConfig,
-    model: ContrastiveModel,
-    data: DataBundle,
-    device: torch.device,
-    resident: ResidentData | None = None,
-) -> tuple[dict[str, float], Predictions]:
-    """:func:`evaluate`'s metrics, and the probes' labels for the held-out rows they score
-    ((probe, space) -> (Nh,)), from which each ``probe/*_top1_*`` metric is recomputed exactly."""
-    features = heldout_features(config, model, data, device, resident)
-    predictions = held_predictions(trial_probes(config, features), features)
-    return score(config, features, predictions), predictions
+    return OBJECTIVES[config.objective].trial_loss()(config, z1, z2, groups, gather)
 
 
 class DivergenceWatch:
@@ -616,7 +338,7 @@ class _Trial:
             "loss_count": self.loss_count,
             "times": dict(self.times),
             "last_metrics": dict(self.last_metrics),
-            "rng": _rng_state(),
+            "rng": rng_state(),
             "workers": self.world,
             "rng_workers": rngs if rngs is not None else [],
         }
@@ -650,7 +372,8 @@ class _Trial:
             if spoiled:
                 seen = int(state["step"]) * self.config.batch_size
                 self.resume_note = "; ".join(spoiled) + (
-                    f"; resumed from the checkpoint before it ({seen} examples seen)")
+                    f"; resumed from the checkpoint before it ({seen} examples seen)"
+                )
             return state
         if spoiled:
             self.resume_note = "; ".join(spoiled) + "; no checkpoint loads: started afresh"
@@ -670,7 +393,7 @@ class _Trial:
         self.times = dict.fromkeys(TIMES, 0.0) | dict(state["times"])
         self.last_metrics = dict(state["last_metrics"])
         rng = state["rng_workers"][self.rank] if self.world > 1 else state["rng"]
-        _set_rng_state({k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in rng.items()})
+        set_rng_state({k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in rng.items()})
 
     # -- several workers --
     def from_rank0(self, value: Any) -> Any:
@@ -686,7 +409,7 @@ class _Trial:
         if self.world == 1:
             return None
         found: list[Any] | None = [None] * self.world if self.rank == 0 else None
-        dist.gather_object(_rng_state(), found, dst=0)
+        dist.gather_object(rng_state(), found, dst=0)
         return found
 
     # -- evaluation and reporting --

@@ -13,9 +13,11 @@ from search_spaces.spec import StudyError, load_spec, parse_spec
 from trainables import baselines as bl
 from trainables.config import TrialConfig
 from trainables.data import load_data
+from trainables.device import resolve_device
 from trainables.encoders import build_model
+from trainables.evaluation import evaluate
 from trainables.probes import knn_top1, linear_top1
-from trainables.train import evaluate, resolve_device, seed_everything
+from trainables.seeding import seed_everything
 
 SMALL = {"dataset": "digits", "heldout_size": 120, "probe_train_size": 300,
          "linear_probe_iters": 30, "feature_dim": 32, "projection_hidden": 32,

@@ -28,15 +28,14 @@ from trainables.data import (
     resident_batches,
     view_batches,
 )
+from trainables.evaluation import heldout_features, score
 from trainables.sources import DATA_FIELDS
 from trainables.train import (
     CHECKPOINT_FILE,
     COMPILED_PREFIX,
     DivergenceWatch,
     LocalReporter,
-    heldout_features,
     run_trial,
-    score,
 )
 
 CPU = torch.device("cpu")
@@ -372,7 +371,7 @@ def test_gpu_benchmark_smoke_without_the_study_packages(tmp_path):
 def test_the_device_copy_is_kept_for_the_same_bundle():
     """The next trial on the same dataset (the same bundle from load_data's cache) reuses the
     device copy; another dataset replaces it."""
-    from trainables.train import resident_data
+    from trainables.device import resident_data
 
     digits = load_data(TrialConfig(dataset="digits"))
     first = resident_data(digits, CPU)

@@ -7,6 +7,7 @@ import pandas as pd
 
 from analysis.report.evidence.cells import NOT_MEASURED, _fmt, _listing, _num, _range
 from analysis.report.evidence.table import Table
+from trainables.objectives.registry import ROWS
 
 # Columns that would record a queue or memory-bank candidate pool, were one used (a
 # cross-device gather is recorded by the trial fields workers and negatives).
@@ -99,11 +100,10 @@ def effective_candidates(df: pd.DataFrame, attrs: dict) -> str | Table:
         if pools
         else " No queue or memory bank is recorded."
     )
-    if "objective" in df.columns and (df["objective"] == "align_uniform").any():
-        scope += (
-            " align_uniform trials: the uniformity term pairs each view with the other B - 1 "
-            "views of its own side (uniform(z1), uniform(z2) averaged), not the 2B - 2 shown."
-        )
+    recorded = set(df["objective"].dropna()) if "objective" in df.columns else set()
+    for row in ROWS:  # what an objective's denominator holds, where it is not the 2B - 2 shown
+        if row.candidates_note and row.name in recorded:
+            scope += " " + row.candidates_note
     if not table.rows:
         return f"{scope} Candidates per anchor: {NOT_MEASURED}."
     return Table(table.columns, table.rows, scope)

@@ -11,6 +11,8 @@ import numbers
 
 import pandas as pd
 
+from trainables.objectives.registry import TEMPERATURE_OBJECTIVES
+
 NOT_MEASURED = "not measured"
 
 PROBES: tuple[str, ...] = (
@@ -80,9 +82,11 @@ def _mean_range(s: pd.Series | None) -> str:
 
 
 def _is_infonce(df: pd.DataFrame) -> pd.Series:
+    """The trials whose objective is weighted by a temperature (InfoNCE's: the registry's
+    ``temperature`` rows); every trial when the objective is not recorded."""
     if "objective" not in df.columns:
         return pd.Series(True, index=df.index)
-    return df["objective"] == "info_nce"
+    return df["objective"].isin(TEMPERATURE_OBJECTIVES)
 
 
 def _target(attrs: dict) -> str:

@@ -18,7 +18,6 @@ from analysis.report.evidence.cells import (
     _finished,
     _fmt,
     _grouped,
-    _is_infonce,
     _listing,
     _num,
     _range,
@@ -30,7 +29,10 @@ from analysis.report.evidence.geometry import (
     _no_information_flag,
 )
 from analysis.report.evidence.shift import HOLD_UP_DROP, invariance_claim, shift_drops, shift_probe
+from trainables.objectives.registry import GROUPLESS_OBJECTIVES, ROWS
 
+# how the verdict names a setting of an objective (trainables/objectives/registry.py)
+SETTING_SYMBOLS = {"temperature": "τ"}
 GateStatus = Literal["pass", "fail", "not measured"]
 GATE_STATUSES: tuple[str, ...] = ("pass", "fail", "not measured")
 
@@ -118,23 +120,21 @@ def _gate_candidates(df: pd.DataFrame, attrs: dict) -> Verdict:
 def _gate_temperature(df: pd.DataFrame, attrs: dict) -> Verdict:
     if "objective" not in df.columns or df.empty:
         return NOT_MEASURED, "objective not recorded"
-    nce = _is_infonce(df)
-    missing = []
-    if nce.any():
-        t = _num(df, "temperature")
-        missing += [] if t is not None and t[nce].notna().all() else ["temperature"]
-    if (~nce).any():
-        for col in ("uniform_t", "lam_t"):
+    missing, scales = [], []
+    for row in ROWS:  # each objective's settings (trainables/objectives/registry.py)
+        trials = df["objective"] == row.name
+        if not trials.any():
+            continue
+        for col in row.settings:
             v = _num(df, col)
-            missing += [] if v is not None and v[~nce].notna().all() else [col]
+            missing += [] if v is not None and v[trials].notna().all() else [col]
+        named = (
+            f"{SETTING_SYMBOLS.get(col, col)} = {_listing(df[trials], col)}" for col in row.settings
+        )
+        scales.append(", ".join(named))
     if missing:
         return "fail", f"{', '.join(missing)} missing for some trials"
-    scales = [f"τ = {_listing(df[nce], 'temperature')}" if nce.any() else ""]
-    if (~nce).any():
-        scales.append(
-            f"uniform_t = {_listing(df[~nce], 'uniform_t')}, lam_t = {_listing(df[~nce], 'lam_t')}"
-        )
-    return "pass", "cosine similarity on unit z, with " + "; ".join(s for s in scales if s)
+    return "pass", "cosine similarity on unit z, with " + "; ".join(scales)
 
 
 def _gate_classified(df: pd.DataFrame, attrs: dict) -> Verdict:
@@ -212,12 +212,13 @@ def _gate_conditional(df: pd.DataFrame, attrs: dict) -> Verdict:
 def _gate_multi_positive(df: pd.DataFrame, attrs: dict) -> Verdict:
     grouped = _grouped(df)
     policy = df["group_policy"] if "group_policy" in df.columns else pd.Series(None, index=df.index)
-    au = df["objective"] == "align_uniform" if "objective" in df.columns else False
-    forced = grouped & ((policy == "negative") | au)
+    groupless = df["objective"].isin(GROUPLESS_OBJECTIVES) if "objective" in df.columns else False
+    forced = grouped & ((policy == "negative") | groupless)
     if forced.any():
         return "fail", (
             f"{int(forced.sum())} trial(s) with grouped data (toy_photos_per_item > 1) treat group "
-            "mates as negatives (group_policy negative, or align_uniform, which ignores groups)"
+            f"mates as negatives (group_policy negative, or {' or '.join(GROUPLESS_OBJECTIVES)}, "
+            "which ignores groups)"
         )
     if "toy_photos_per_item" not in df.columns:
         return NOT_MEASURED, "toy_photos_per_item not recorded"

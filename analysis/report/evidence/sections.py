@@ -7,6 +7,8 @@ sections with a concept of their own live beside it (:mod:`analysis.report.evide
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from analysis.findings.baselines import (
@@ -35,6 +37,7 @@ from analysis.report.evidence.cells import (
     _target,
 )
 from analysis.report.evidence.table import Table
+from trainables.objectives.registry import DEFAULT_OBJECTIVE, ROWS
 
 
 def receiver_job(df: pd.DataFrame, attrs: dict) -> str:
@@ -113,20 +116,20 @@ def _by(df: pd.DataFrame, col: str, key: str, name: str) -> str:
 def similarity(df: pd.DataFrame, attrs: dict) -> str:
     objectives = _distinct(df, "objective")
     text = [f"Objective(s): {', '.join(objectives) or 'not recorded'}."]
-    if not objectives or "info_nce" in objectives:
-        text.append(
-            "InfoNCE: cosine similarity of L2-normalised z, divided by the temperature τ "
-            "(logits = cos / τ)."
-        )
-    au = df[df["objective"] == "align_uniform"] if "objective" in df.columns else df.iloc[:0]
-    if len(au):
-        text.append(
-            "align_uniform: squared Euclidean distance of L2-normalised z (= 2 - 2 cos); "
-            f"alignment exponent α = {_listing(au, 'align_alpha')}; uniformity Gaussian kernel "
-            f"exp(-t ||u - v||²) with t = uniform_t = {_listing(au, 'uniform_t')}, "
-            f"λ·t = lam_t = {_listing(au, 'lam_t')} (λ = {_listing(au, 'derived.lam')})."
-        )
+    for row in ROWS:  # each objective's sentence (trainables/objectives/registry.py)
+        if row.name in objectives:
+            trials = df[df["objective"] == row.name]
+        elif not objectives and row.name == DEFAULT_OBJECTIVE:  # unrecorded: the default
+            trials = df
+        else:
+            continue
+        text.append(_filled(row.similarity, trials))
     return " ".join(text)
+
+
+def _filled(sentence: str, trials: pd.DataFrame) -> str:
+    """``sentence`` with each ``{field}`` replaced by the values ``trials`` recorded for it."""
+    return re.sub(r"\{([\w./]+)\}", lambda m: _listing(trials, m[1]), sentence)
 
 
 def temperature(df: pd.DataFrame, attrs: dict) -> str | Table:
