@@ -516,13 +516,9 @@ def run(
         from study.starting import announce
 
         announce(name, tracking_uri or default_store())
-    from study.runner import (
-        StudyFailedError,
-        StudyInterruptedError,
-        catch_stop_signals,
-        run_study,
-        stopped_by,
-    )
+    from study.ending import StudyFailedError
+    from study.runner import run_study
+    from study.stop_signals import StudyInterruptedError, catch_stop_signals, stopped_by
     from study.store_locks import StoreHeldError
 
     catch_stop_signals()  # SIGTERM and SIGHUP stop a study as Ctrl-C does
