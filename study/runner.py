@@ -22,18 +22,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from analysis.reading.state import STORAGE_TAG
-from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPlan, build_design
-from search_spaces.spec import (
-    StudyError,
-    StudySpec,
-    in_file,
-    load_spec,
-    read_study_text,
-    smoke_spec,
-)
+from search_spaces.designs import AdaptiveDesign, FixedDesign, Schedule, TrialPlan
+from search_spaces.spec import StudySpec
 from study.baselines import measure_for_study
 from study.capacity import check_resources, cluster_capacity, cluster_total, trial_slots
 from study.cluster import reach_cluster
@@ -61,6 +52,7 @@ from study.local_ray import (
     trial_actors_take_idle_workers,
 )
 from study.mlflow_views import start_described_parent
+from study.opened_study import OpenedStudy, open_study
 from study.preflight import checked_storage, preflight
 from study.progress import ProgressView, StudyProgress
 from study.record import StudyRecord
@@ -236,6 +228,7 @@ class _Driven:
 def run_study(
     spec_path: str | Path | None = None,
     *,
+    opened: OpenedStudy | None = None,
     address: str | None = None,
     tracking_uri: str | None = None,
     storage: str | Path | None = None,
@@ -245,6 +238,8 @@ def run_study(
     figures: bool = True,
 ) -> StudyOutcome:
     """``study run``: validate, record, run what is missing, export. See the module docstring.
+    ``opened``: the study as ``study run`` read it (:func:`study.opened_study.open_study`);
+    else the file at ``spec_path`` is read here.
 
     Raises:
         StudyError: the study file, data, store or resources are wrong; nothing was written.
@@ -253,7 +248,8 @@ def run_study(
     """
     t0 = time.perf_counter()
     new_study()  # a stop of an earlier study in this process is not this one's
-    spec, design, source_text = _read_study(spec_path, smoke)
+    opened = opened or open_study(spec_path, smoke)
+    spec, design, source_text = opened.spec, opened.design, opened.source_text
     tracking_uri = tracking_uri or default_tracking_uri()
     recorded = preflight(spec, design, tracking_uri, address)
     typed_address = address
@@ -264,26 +260,10 @@ def run_study(
     storage = checked_storage(storage)
     driven = _Driven(
         spec, design, source_text, tracking_uri, address, storage, storage.sub(spec.study),
-        rerun_command(spec_path, smoke, tracking_uri, storage, figures, typed_address),
+        rerun_command(opened.path, opened.smoke, tracking_uri, storage, figures, typed_address),
         storage.uri_of("mlartifacts") if tracking_uri.startswith("sqlite") else None, recorded,
     )  # fmt: skip
     return _drive(driven, made, t0, max_concurrent=max_concurrent, quiet=quiet, figures=figures)
-
-
-def _read_study(spec_path: str | Path | None, smoke: bool) -> tuple[StudySpec, object, str]:
-    """The study file's spec (its smoke variant with ``smoke``), its design and its text."""
-    spec = load_spec(spec_path)
-    source = Path(spec_path) if spec_path else None
-    source_text = (
-        read_study_text(source) if source and source.is_file() else yaml.safe_dump(spec.canonical())
-    )
-    try:
-        if smoke:
-            spec = smoke_spec(spec)
-        design = build_design(spec)
-    except StudyError as err:
-        raise in_file(err, spec_path) from None
-    return spec, design, source_text
 
 
 def _drive(
