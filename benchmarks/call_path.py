@@ -15,7 +15,11 @@ the sequence of stays. Ray is not started (``ray.init`` and ``ray.shutdown`` do 
 project's path.
 
 Printed per thread: the stays (with ``--verbose``), the number of stays, the distinct files and
-the returns (a stay in a file the path had already left before).
+the returns (a stay in a file the path had already left before). Then, over every thread until
+the launch, how often the study is read and its record and data looked up (:data:`COUNTED`):
+the study file opened and parsed (``read_study_text``), the design built (``build_design``),
+the experiment looked up (``find_experiment``) and the data listed (``bucket_snapshot``: a
+bucket's listing; data on this machine, and the toy and digits data, are never listed).
 """
 
 from __future__ import annotations
@@ -34,6 +38,15 @@ sys.path.insert(0, str(ROOT))
 PACKAGES = tuple(str(ROOT / name) + os.sep for name in ("study", "trainables", "search_spaces",
                                                          "analysis"))  # fmt: skip
 DEFAULT_STUDY = ROOT / "search_spaces" / "toy_phase_diagram.yaml"
+
+
+# what is counted until the launch: (file under ROOT, function) -> the words printed
+COUNTED = {
+    ("search_spaces/spec.py", "read_study_text"): "the study file opened and parsed",
+    ("search_spaces/designs/build.py", "build_design"): "the design built",
+    ("analysis/reading/record.py", "find_experiment"): "the experiment looked up",
+    ("trainables/remote.py", "bucket_snapshot"): "the data listed",
+}
 
 
 class Launched(BaseException):
@@ -67,6 +80,8 @@ class Tracer:
     def __init__(self) -> None:
         self.stays: dict[str, list[list]] = {}
         self.on = True
+        self.counts = dict.fromkeys(COUNTED.values(), 0)
+        self._counted = {(str(ROOT / file), name): words for (file, name), words in COUNTED.items()}
 
     def __call__(self, frame, event, arg) -> None:
         if not self.on or event not in ("call", "return"):
@@ -77,6 +92,9 @@ class Tracer:
         if event == "call":
             if frame.f_code.co_name == "<module>" or _importing(frame):
                 return
+            counted = self._counted.get((name, frame.f_code.co_name))
+            if counted is not None:
+                self.counts[counted] += 1
             here = name
         else:
             if _importing(frame):
@@ -153,6 +171,8 @@ def main() -> None:
         if args.verbose:
             for file, events in stays:
                 print(f"    {Path(file).relative_to(ROOT)}  ({events} events)")
+    print("until the launch, in every thread: " + "; ".join(
+        f"{words} {count}" for words, count in tracer.counts.items()))  # fmt: skip
 
 
 if __name__ == "__main__":

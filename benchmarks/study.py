@@ -152,7 +152,7 @@ def smoke() -> None:
     cost, which ``--toy`` measures, and the smoke run's numbers mean nothing."""
     import ray
 
-    from study.runner import start_ray
+    from study.local_ray import start_ray
 
     short_ray_tmpdir()
     start_ray(None)

@@ -815,6 +815,12 @@ def read_study_text(file: str | Path) -> str:
 
 def load_spec(path: str | Path | None = None) -> StudySpec:
     """Read and validate a study file; ``None`` is the embedded default study."""
+    return read_spec(path)[0]
+
+
+def read_spec(path: str | Path | None = None) -> tuple[StudySpec, str]:
+    """A study file read once: its validated spec and its text (``None``: the embedded default
+    study)."""
     file = study_file(path)
     if not file.is_file():
         raise StudyError(missing_study_file(path))
@@ -823,7 +829,7 @@ def load_spec(path: str | Path | None = None) -> StudySpec:
         data = load_yaml(text)
     except yaml.YAMLError as err:
         raise StudyError(yaml_refusal(file, err, text)) from None
-    return parse_spec(data, str(file))
+    return parse_spec(data, str(file)), text
 
 
 def yaml_refusal(file: Path, err: yaml.YAMLError, text: str | None = None) -> str:

@@ -1,6 +1,7 @@
 """What one trial asks of a machine and what a machine has to give: the local capacity a
 study's own Ray is started with, how many trials it holds at once, and the refusal of a trial
-that fits no node.
+that fits no node; and, once the driver's Ray is up, what its cluster holds
+(:func:`cluster_capacity`, :func:`cluster_total`, :func:`trial_slots`: Ray imported there only).
 
 Light on purpose (no Ray, no MLflow, no torch unless a GPU driver is there): ``study plan
 --estimate`` reads it as well as the runner. Every CPU count comes from
@@ -103,3 +104,39 @@ def fitting_trials(spec: StudySpec, capacity: dict[str, float]) -> int:
     if res.trial_memory:
         fit = min(fit, int(capacity.get("memory", 0.0) // res.trial_memory))
     return max(1, fit)
+
+
+def cluster_capacity() -> dict[str, float]:
+    """The largest live node's CPUs, GPUs and memory (each the largest of any node)."""
+    import ray
+
+    best: dict[str, float] = {}
+    for node in ray.nodes():
+        if node.get("Alive"):
+            for key in ("CPU", "GPU", "memory"):
+                best[key] = max(best.get(key, 0.0), float(node["Resources"].get(key, 0.0)))
+    return best
+
+
+def cluster_total() -> dict[str, float]:
+    """Every live node's CPUs, GPUs and memory together."""
+    import ray
+
+    found = ray.cluster_resources()
+    return {key: float(found.get(key, 0.0)) for key in ("CPU", "GPU", "memory")}
+
+
+def trial_slots(spec: StudySpec, concurrency: int | None) -> int:
+    """Trials that can run at once: the concurrency asked for, else as the cluster's CPUs allow.
+    A data-parallel trial (whose Ray Train workers Tune does not count) is also held to as many
+    at once as the cluster's CPUs and GPUs hold whole trials."""
+    import ray
+
+    found = ray.cluster_resources()
+    res = spec.resources
+    fit = fitting_trials(spec, found)
+    if res.workers > 1 and res.gpu > 0:
+        fit = max(1, min(fit, int(found.get("GPU", 0.0) // res.trial_gpu)))
+    if concurrency:
+        return min(concurrency, fit) if res.workers > 1 else concurrency
+    return fit

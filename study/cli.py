@@ -503,32 +503,32 @@ def run(
     ] = True,
 ) -> None:
     """Run a study on Ray Tune; running an existing study again resumes it."""
-    from study.finished import finished_run_lines, study_name
+    from study.finished import finished_run_lines
+    from study.opened_study import open_study
 
-    done = finished_run_lines(spec, smoke=smoke, tracking_uri=tracking_uri, storage=storage)
+    try:  # read once: the shortcut and the driver are handed it
+        opened = open_study(spec, smoke)
+    except StudyError as err:
+        _fail(err)
+    done = finished_run_lines(opened, tracking_uri=tracking_uri, storage=storage)
     if done is not None:  # nothing to run: the stored findings, without starting a driver
         for line in done:
             echo(line)
         return
-    name = study_name(spec, smoke)
-    if name:  # `study status` names it from now on, before the driver's seconds of imports
-        from analysis.reading.store import default_store
-        from study.starting import announce
+    # `study status` names it from now on, before the driver's seconds of imports
+    from analysis.reading.store import default_store
+    from study.starting import announce
 
-        announce(name, tracking_uri or default_store())
-    from study.runner import (
-        StudyFailedError,
-        StudyInterruptedError,
-        catch_stop_signals,
-        run_study,
-        stopped_by,
-    )
+    announce(opened.spec.study, tracking_uri or default_store())
+    from study.ending import StudyFailedError
+    from study.runner import run_study
+    from study.stop_signals import StudyInterruptedError, catch_stop_signals, stopped_by
     from study.store_locks import StoreHeldError
 
     catch_stop_signals()  # SIGTERM and SIGHUP stop a study as Ctrl-C does
     try:
         outcome = run_study(
-            spec, address=address, tracking_uri=tracking_uri, storage=storage,
+            spec, opened=opened, address=address, tracking_uri=tracking_uri, storage=storage,
             max_concurrent=max_concurrent, smoke=smoke, figures=figures,
         )  # fmt: skip
     except StudyInterruptedError as err:  # 128 + the signal, as a shell reports it: 130, 143

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-RESULTS_FILE = "results.parquet"  # as study.runner names them (it imports this module's names)
+RESULTS_FILE = "results.parquet"  # as study.ending names them (it imports this module's names)
 REPORT_DIR = "report"
 # beside a report: the fingerprint of what it was made from (analysis.reading.record)
 INPUTS_FILE, INPUTS_VERSION = "inputs.json", 1
@@ -151,41 +151,27 @@ def stored_report(
     return json.dumps(found, default=str)  # as a fresh one prints
 
 
-def study_name(spec_path: str | None, smoke: bool) -> str | None:
-    """The name of the study ``study run`` is about to run, or None when the file does not
-    load (the run refuses it, saying why)."""
-    from search_spaces.spec import load_spec, smoke_spec
-
-    try:
-        spec = load_spec(spec_path)
-        return (smoke_spec(spec) if smoke else spec).study
-    except Exception:
-        return None
-
-
 def finished_run_lines(
-    spec_path: str | None, *, smoke: bool, tracking_uri: str | None, storage: str | None
+    opened, *, tracking_uri: str | None, storage: str | None
 ) -> list[str] | None:
     """What ``study run`` prints for a study with nothing left to run ("nothing to run", the
     stored headline, where the report, the results and the record are), or None when the
-    ordinary run must answer (see the module docstring). Never writes; any doubt is None."""
+    ordinary run must answer (see the module docstring). ``opened``: the study as ``study
+    run`` read it (:class:`study.opened_study.OpenedStudy`). Never writes; any doubt is None."""
     try:
-        return _lines(spec_path, smoke, tracking_uri, storage)
+        return _lines(opened, tracking_uri, storage)
     except Exception:  # the ordinary run says what is wrong, with its own words
         return None
 
 
-def _lines(spec_path, smoke, tracking_uri, storage) -> list[str] | None:
-    from search_spaces.designs import build_design
-    from search_spaces.spec import load_spec, smoke_spec
+def _lines(opened, tracking_uri, storage) -> list[str] | None:
     from study.record import StudyRecord
     from study.tracking_store import default_tracking_uri
     from trainables.remote import is_remote
 
     if storage is not None and is_remote(str(storage)):
         return None
-    spec = load_spec(spec_path)
-    spec = smoke_spec(spec) if smoke else spec
+    spec = opened.spec
     uri = tracking_uri or default_tracking_uri()
     if not uri.startswith("sqlite:///"):
         return None
@@ -200,8 +186,7 @@ def _lines(spec_path, smoke, tracking_uri, storage) -> list[str] | None:
         return None
     if parent.data.tags.get(AIMS_TAG) != aims_fingerprint(spec):
         return None  # a new description, goals, baselines or confirmation: recorded, reported
-    design = build_design(spec)
-    schedule = design.schedule(record.past_trials())
+    schedule = opened.design.schedule(record.past_trials())
     if schedule.remaining:
         return None
     folder = Path(storage or "studies").resolve() / spec.study

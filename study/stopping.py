@@ -27,7 +27,7 @@ import sqlite3
 import threading
 import time
 
-# the signals that stop a study; each is also handled in the main thread (study.runner)
+# the signals that stop a study; each is also handled in the main thread (study.stop_signals)
 STOP_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
 )

@@ -29,7 +29,7 @@ from trainables.checkpoints import RESUME_NOTE
 from trainables.config import TrialConfig
 
 # trainables.train (torch) is imported where a trial runs: a Ray worker has it already (the
-# driver's local Ray preloads it, see study.runner.TRIAL_MODULES), the driver never needs it
+# driver's local Ray preloads it, see study.local_ray.TRIAL_MODULES), the driver never needs it
 PID_FILE = "worker.pid"  # W = 1; rank r of a data-parallel trial writes worker{r}.pid
 
 

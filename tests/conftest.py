@@ -118,7 +118,7 @@ def shared_ray(_shared_ray_dir):
 
     import ray
 
-    from study.runner import start_ray
+    from study.local_ray import start_ray
 
     if not ray.is_initialized():
         before = os.environ.get("RAY_TMPDIR")

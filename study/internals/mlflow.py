@@ -35,7 +35,7 @@ def store_engine(client: Any) -> Any | None:
     """The SQLAlchemy engine of ``client``'s store (an ``MlflowClient``), or None when it has none
     (a server's REST store, or an MLflow that keeps it elsewhere). Why private: after an
     interrupt lands inside one of the driver's own SQLite writes, the pool's connections are
-    disposed of before the runs are ended again (:func:`study.runner.end_runs`), and the client
+    disposed of before the runs are ended again (:func:`study.ending.end_runs`), and the client
     keeps its store in the private ``_tracking_client``."""
     store = getattr(getattr(client, "_tracking_client", None), "store", None)
     return getattr(store, "engine", None)

@@ -33,6 +33,6 @@ def run_exit_handlers() -> None:
 def exit_now(code: int) -> NoReturn:
     """End the process with ``code`` at once: no exit handlers, no module teardown, no flush
     (``os._exit``, documented but private by name). Used once the handlers have run
-    (:func:`study.cli.main`), and by the stop watchdog (:func:`study.runner._watchdog`), which
+    (:func:`study.cli.main`), and by the stop watchdog (:func:`study.stop_signals._watchdog`), which
     must end a driver whose own thread is stuck in Ray."""
     os._exit(code)

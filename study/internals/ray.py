@@ -13,7 +13,7 @@ import os
 from typing import Any
 
 # The logger of Ray's notice "Token authentication is enabled for this Ray cluster" (Ray 2.52
-# on), said at every start of a local Ray: :func:`study.runner.quiet_token_auth_notice` drops
+# on), said at every start of a local Ray: :func:`study.local_ray.quiet_token_auth_notice` drops
 # that one notice. On a Ray that logs it elsewhere the notice simply shows again.
 TOKEN_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
 
@@ -55,7 +55,7 @@ def tune_propagated_env_vars() -> set[str] | None:
 
 def set_tune_propagated_env_vars(names: set[str]) -> None:
     """Set which variables Tune copies into the trial actors it creates from now on (see
-    :func:`tune_propagated_env_vars`; :func:`study.runner._env_vars_to_copy` copies only
+    :func:`tune_propagated_env_vars`; :func:`study.local_ray.env_vars_to_copy` copies only
     those the actors lack: a local Ray's workers inherited them, a cluster's nodes are asked).
     Why internal: Tune has no setting for it. Nothing is set on a Ray without it."""
     cache = _class_cache()

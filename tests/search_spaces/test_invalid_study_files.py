@@ -319,7 +319,7 @@ def test_default_study_passes_the_same_checks(tmp_path: Path, no_ray) -> None:
     """Control: the unmodified default study is not refused by the checks the cases trip."""
     from search_spaces.designs import build_design
     from search_spaces.spec import load_spec
-    from study.runner import preflight
+    from study.preflight import preflight
 
     spec = load_spec(write_study(tmp_path, default_study()))
     preflight(spec, build_design(spec), sqlite_uri(tmp_path), address=None)

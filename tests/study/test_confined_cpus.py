@@ -76,7 +76,7 @@ def test_a_local_ray_started_on_one_allowed_cpu_has_one_cpu(tmp_path, ray_tmp):
         "import ray, sys\n"
         "from search_spaces.spec import load_spec\n"
         "from study.capacity import local_capacity\n"
-        "from study.runner import start_ray\n"
+        "from study.local_ray import start_ray\n"
         "assert start_ray(None, load_spec(sys.argv[1]))\n"
         "found = ray.cluster_resources()\n"
         "print(found['CPU'], found['memory'] == local_capacity()['memory'])\n"

@@ -29,7 +29,7 @@ from analysis.report.evidence.gate import release_gate
 from search_spaces.designs import batch_sizes_matching, build_design
 from search_spaces.spec import StudyError, parse_spec
 from study.capacity import check_resources
-from study.runner import DIGITS_MODULES, TRIAL_MODULES, _preloaded
+from study.local_ray import DIGITS_MODULES, TRIAL_MODULES, _preloaded
 from trainables.data import digits_split
 
 

@@ -500,6 +500,7 @@ def test_a_new_study_refused_by_the_lease_stops_the_ray_it_started_and_records_n
     was never made."""
     import ray
 
+    import study.local_ray as local_ray
     import study.runner as runner
 
     spec = write_spec(workdir / "s.yaml", "leased", factors={"temperature": {"levels": [0.1]}})
@@ -507,13 +508,13 @@ def test_a_new_study_refused_by_the_lease_stops_the_ray_it_started_and_records_n
         Holder("other", "elsewhere.example", 4242, time.time(), time.time())
     )
     started: list[bool] = []
-    real_start = runner.start_ray
+    real_start = local_ray.start_ray
 
     def start_ray(*args, **kwargs) -> bool:
         started.append(real_start(*args, **kwargs))
         return started[-1]
 
-    monkeypatch.setattr(runner, "start_ray", start_ray)
+    monkeypatch.setattr(local_ray, "start_ray", start_ray)
     with pytest.raises(StudyError, match=r"host elsewhere\.example, pid 4242"):
         runner.run_study(spec, quiet=True, figures=False, storage=workdir / "studies",
                          tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")  # fmt: skip

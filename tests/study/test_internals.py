@@ -45,7 +45,7 @@ def test_mlflow_names_the_server_artifact_root_variable():
 # Ray
 # ---------------------------------------------------------------------------------------------
 def test_ray_still_logs_its_token_notice_from_that_module():
-    from study.runner import TOKEN_AUTH_NOTICE
+    from study.local_ray import TOKEN_AUTH_NOTICE
 
     spec = importlib.util.find_spec(ray_internals.TOKEN_AUTH_LOGGER)
     assert spec is not None, f"{ray_internals.TOKEN_AUTH_LOGGER} is gone"

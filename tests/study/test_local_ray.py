@@ -16,8 +16,8 @@ import pytest
 from ray.tune.execution import class_cache
 
 from search_spaces.spec import StudyError
-from study import runner
-from study.runner import LOCAL_RAY_TRAIN_SETTINGS, _env_vars_to_copy, _propagated_env_vars
+from study import local_ray
+from study.local_ray import LOCAL_RAY_TRAIN_SETTINGS, env_vars_to_copy, propagated_env_vars
 from trainables.arithmetic import has_avx2
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def test_trial_actors_carry_only_the_variables_their_workers_did_not_inherit(
     names = class_cache.ENV_VARS_TO_PROPAGATE
     assert {PREEMPTION, "AWS_SESSION_TOKEN"} <= names  # what Tune would copy
     monkeypatch.setenv("AWS_SESSION_TOKEN", "set-after-ray-started")
-    with _propagated_env_vars(_env_vars_to_copy(None)):
+    with propagated_env_vars(env_vars_to_copy(None)):
         copied = class_cache.ENV_VARS_TO_PROPAGATE
         assert "AWS_SESSION_TOKEN" in copied  # the workers lack this value: it goes
         assert PREEMPTION not in copied  # inherited by every worker: an actor needs no env
@@ -45,13 +45,13 @@ def test_on_a_cluster_or_a_ray_started_elsewhere_its_nodes_are_asked_what_they_l
     is, unless it is a secret (Ray's runtime-env agent would log it): that is refused."""
     address = "127.0.0.1:6379" if ray_is == "a cluster's" else None
     if ray_is == "joined":  # a Ray not started here: what its workers inherited is unknown
-        monkeypatch.setattr(runner, "_LOCAL_RAY_ENV", None)
-    assert PREEMPTION not in _env_vars_to_copy(address)  # the node has it, with this value
+        monkeypatch.setattr(local_ray, "_LOCAL_RAY_ENV", None)
+    assert PREEMPTION not in env_vars_to_copy(address)  # the node has it, with this value
     monkeypatch.setenv("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")  # the node holds 0.25
-    assert "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S" in _env_vars_to_copy(address)
+    assert "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S" in env_vars_to_copy(address)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "planted-secret-unit")
     with pytest.raises(StudyError, match="AWS_SECRET_ACCESS_KEY") as refused:
-        _env_vars_to_copy(address)
+        env_vars_to_copy(address)
     assert "planted-secret-unit" not in str(refused.value)
 
 
@@ -63,7 +63,7 @@ def test_a_local_ray_keeps_token_auth_without_its_notice_and_its_workers_get_its
     a value the user set wins."""
     script = (
         "import os, ray\n"
-        "from study.runner import LOCAL_RAY_TRAIN_SETTINGS, start_ray\n"
+        "from study.local_ray import LOCAL_RAY_TRAIN_SETTINGS, start_ray\n"
         "from ray._raylet import AuthenticationMode, get_authentication_mode\n"
         "assert start_ray(None)\n"
         "print('token' if get_authentication_mode() == AuthenticationMode.TOKEN else 'off')\n"
@@ -93,7 +93,7 @@ def test_a_local_ray_keeps_token_auth_without_its_notice_and_its_workers_get_its
 
 _WHERE_RAY_WENT = (
     "import ray\n"
-    "from study.runner import start_ray\n"
+    "from study.local_ray import start_ray\n"
     "assert start_ray(None)\n"
     "print(ray._private.worker._global_node.get_temp_dir_path(), flush=True)\n"
     "ray.shutdown()\n"

@@ -33,7 +33,8 @@ from studykit import (
 )
 
 from search_spaces.spec import StudyError
-from study.runner import checked_storage, run_study
+from study.preflight import checked_storage
+from study.runner import run_study
 from study.storage import StoredCheckpoints, open_storage
 
 STUDY = str(Path(sys.executable).with_name("study"))

@@ -106,7 +106,7 @@ def test_a_data_root_is_checked_only_where_the_trial_downloads_into_it(there):
 
 
 def test_a_socket_path_over_the_kernels_limit_is_said_with_its_length():
-    from study.runner import SOCKET_PATH_LIMIT, ray_socket_problem
+    from study.local_ray import SOCKET_PATH_LIMIT, ray_socket_problem
 
     assert ray_socket_problem("/tmp/ray") is None
     problem = ray_socket_problem("/tmp/" + "x" * 80)
@@ -115,7 +115,7 @@ def test_a_socket_path_over_the_kernels_limit_is_said_with_its_length():
 
 
 def test_a_local_ray_that_fails_to_start_is_one_paragraph_naming_the_cause(monkeypatch):
-    from study.runner import RayStartError, ray_start_explained
+    from study.local_ray import RayStartError, ray_start_explained
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     with pytest.raises(RayStartError) as failed, ray_start_explained(None):

@@ -22,9 +22,10 @@ from analysis.reading.record import TRIAL_CONFIG_TAG, results_table
 from search_spaces.designs import build_design
 from search_spaces.spec import StudyError, parse_spec
 from study.commands import shell_command, ui_command
+from study.ending import StudyFailedError
 from study.export import export_parquet
 from study.record import StudyRecord
-from study.runner import StudyFailedError, run_study
+from study.runner import run_study
 from trainables.config import TrialConfig
 
 STUDY = str(Path(sys.executable).with_name("study"))

@@ -50,7 +50,7 @@ STUCK_DRIVER = textwrap.dedent(
     from search_spaces.spec import load_spec
     from study.mlflow_views import start_described_parent
     from study.record import StudyRecord
-    from study.runner import catch_stop_signals
+    from study.stop_signals import catch_stop_signals
     from study.stopping import StopRequested, record_opened
 
     spec = load_spec(None).model_copy(update={"study": "stuck"})
