@@ -12,21 +12,29 @@ import contextlib
 import gc
 import json
 import platform
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from search_spaces.spec import StudyError
 from study import paths
+from study.services import plan as plans
+from study.services import status as statuses
+from study.services.list_studies import no_store_line, studies
+from study.services.power_answer import answer as power_answer
+from study.services.recorded import (
+    driver_gone_note,
+    existing,
+    finished_trials,
+    follow_up_run,
+    not_finished,
+)
+from study.tables import fitted_table
 from study.terminal import ShownConsole, echo
-from trainables.names import did_you_mean, groups, listing
 from trainables.shown import shown
 
 
@@ -104,7 +112,7 @@ StudyName = Annotated[
 ]
 
 
-def _fail(err: Exception) -> None:
+def _fail(err: Exception) -> NoReturn:
     from trainables.remote import redacted  # a refusal may quote a URI with its password
 
     echo(f"error: {redacted(str(err))}", err=True)
@@ -122,81 +130,6 @@ def _checked(check, *args, **kwargs) -> None:
 def _console() -> Console:
     """The terminal's width, or COLUMNS, or 80 when the output goes to a file or a pipe."""
     return ShownConsole(highlight=False)
-
-
-def _table(
-    headers: list[str], rows: list[list[str]], width: int, title: str | None = None
-) -> Table:
-    """A table that fits ``width`` columns: a header wraps between the pieces of its name
-    (:func:`wrapped_name`) instead of being cut with an ellipsis, and values keep their width
-    as long as the terminal allows (headers give way first). Its texts are measured as they
-    are shown (:func:`~trainables.shown.shown`)."""
-    headers = [shown(h) for h in headers]
-    rows = [[shown(value) for value in row] for row in rows]
-    headers, rows = _without_empty_columns(headers, rows, width)
-    natural = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
-    gap = 2 if sum(natural) + 2 * (len(headers) - 1) < width else 1  # air when there is room
-    table = Table(
-        title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
-        padding=(0, gap - 1, 0, 0),
-    )  # fmt: skip
-    for header, fitted in zip(headers, column_widths(headers, rows, width, gap), strict=True):
-        table.add_column(wrapped_name(header, fitted), overflow="fold", width=fitted)
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
-def _without_empty_columns(
-    headers: list[str], rows: list[list[str]], width: int
-) -> tuple[list[str], list[list[str]]]:
-    """The columns, less those with no value in any row when keeping them would fold a header
-    inside a word (``snapped`` when nothing was snapped): an empty column says nothing."""
-    if sum(_floors(headers, rows)) + len(headers) - 1 < width:
-        return headers, rows
-    keep = [i for i in range(len(headers)) if any(row[i].strip() for row in rows)]
-    return [headers[i] for i in keep], [[row[i] for i in keep] for row in rows]
-
-
-def wrapped_name(name: str, width: int) -> str:
-    """``name`` in lines of at most ``width`` characters, broken after a ``/``, ``_`` or space
-    where it can be (probe/ | knn_top1_h, examples | seen), folded only inside a longer piece."""
-    lines: list[str] = [""]
-    for piece in _name_pieces(name):
-        if lines[-1] and len(lines[-1]) + len(piece.rstrip()) > width:
-            lines.append("")
-        lines[-1] += piece
-    return "\n".join(line.rstrip() for line in lines)
-
-
-def _name_pieces(name: str) -> list[str]:
-    """``name`` cut after each ``/``, ``_`` or space: where a header may break."""
-    return [piece for piece in re.split(r"(?<=[/_ ])", name) if piece] or [name]
-
-
-def _floors(headers: list[str], rows: list[list[str]]) -> list[int]:
-    """The narrowest each column gets while values can give way: its longest value and its
-    header's longest piece (a word is folded only when nothing else fits)."""
-    return [max([1, *(len(piece.rstrip()) for piece in _name_pieces(h)),
-                 *(len(row[i]) for row in rows)])
-            for i, h in enumerate(headers)]  # fmt: skip
-
-
-def column_widths(headers: list[str], rows: list[list[str]], width: int, gap: int = 1) -> list[int]:
-    """Each column's width: its header's or its longest value's, narrowed one character at a
-    time (the widest first) until the table fits ``width`` with a space between columns: down
-    to :func:`_floors`, then further."""
-    values = [max((len(row[i]) for row in rows), default=0) for i in range(len(headers))]
-    widths = [max(len(h), v, 1) for h, v in zip(headers, values, strict=True)]
-    floors = _floors(headers, rows)
-    room = width - gap * (len(headers) - 1) - 1
-    for limit in (floors, [1] * len(widths)):
-        while sum(widths) > room:
-            wide = [j for j in range(len(widths)) if widths[j] > limit[j]]
-            if not wide:
-                break
-            widths[max(wide, key=lambda j: widths[j])] -= 1
-    return widths
 
 
 @command()
@@ -228,134 +161,19 @@ def plan(
 
     When a study of the same name has finished trials in the store, the plan also gives the
     smallest effects its planned replicates detect at 80% power, from that study's error."""
-    from search_spaces.designs import build_design
-    from search_spaces.spec import in_file, load_spec, smoke_spec
-
     try:
-        study = load_spec(spec)
-        if smoke:
-            study = smoke_spec(study)
-        table = build_design(study)
+        planned = plans.make_plan(spec, smoke=smoke, estimate=estimate, tracking_uri=tracking_uri)
     except StudyError as err:
-        _fail(in_file(err, spec))
-    if tracking_uri is not None:  # a store named where none can be: said, not passed over
-        _checked(paths.store_file, tracking_uri, writing=False)
-    data = table.to_json()
-    data["resources"] = study.canonical()["resources"]  # what one trial holds (memory in bytes)
-    if estimate:
-        from study.estimate import estimate as estimate_study
-
-        found = estimate_study(study, table)
-        data["estimate"] = {"wall_s": round(found.wall_s, 1), "slots": found.slots,
-                            "fixed_s": found.fixed_s,
-                            "probe_s": round(found.probe_s, 1)}  # fmt: skip
-    detectable, why = _planned_detectable(table, tracking_uri)
-    if detectable:
-        data["detectable"] = detectable
+        _fail(err)
     if as_json:
-        echo(json.dumps(data, default=str))
+        echo(json.dumps(planned.data, default=str))
         return
-    _print_plan(data, table)
-    for line in _detectable_lines(detectable, why, table):
+    _print_plan(planned.data, planned.table)
+    for line in planned.detectable_lines():
         echo(line)
     if estimate:
-        for line in found.lines():
+        for line in planned.estimate.lines():
             echo(line)
-
-
-def _planned_detectable(table, tracking_uri: str | None) -> tuple[dict, str]:
-    """{metric: {change: smallest effect detected at 80% power}} with the planned replicates,
-    from the finished study of the same name; ({}, why not) when there is none. Reads an
-    embedded store only when its file exists, and a server only when named."""
-    from analysis.reading.store import default_store, store_exists, store_problem
-
-    spec = table.spec
-    if table.adaptive:
-        return {}, ""
-    uri = tracking_uri or default_store()
-    if tracking_uri is None and not (uri.startswith("sqlite:///") and store_exists(uri)):
-        return {}, ""  # no record to read: nothing more is imported (MLflow, the analysis)
-    from study.record import StudyRecord
-
-    if problem := store_problem(uri):
-        return {}, f"the record could not be read ({problem})"
-    try:
-        try:
-            record = StudyRecord.existing(uri, spec.study, read_only=True)  # plan only reads
-        except LookupError:
-            return {}, ""
-        if record.parent() is None:
-            return {}, ""
-        # the analysis (statsmodels, pandas: seconds) only for a study there is to plan from
-        from analysis.reading.load import results_frame
-        from analysis.reading.outcomes import heldout_items
-        from analysis.stats.fits import DEFAULT_RESPONSES
-        from analysis.stats.power import detectable_with, power_basis
-        from study.export import results_table
-
-        df = results_frame(results_table(record))
-        if "status" in df:
-            df = df[df["status"] == "finished"]
-        out = {}
-        items = heldout_items(df)
-        from analysis.stats.aliases import alias_map
-
-        aliases = alias_map(df)
-        for metric in (m for m in DEFAULT_RESPONSES if m in df):
-            try:
-                basis = power_basis(_surface_for(df, metric), items, aliases)
-                sizes = detectable_with(basis, spec.design.replicates)
-            except (StudyError, ValueError):
-                continue  # nothing to plan from for this metric (flat, exact, unsupported)
-            out[metric] = {change: size for change, size in sizes if size is not None}
-        if out and items:
-            out["__items__"] = items  # the resolution the accuracies are floored at
-        return out, "" if out else "its results carry no error to plan from"
-    except Exception as err:  # the plan itself never fails on the record
-        return {}, f"the record could not be read ({type(err).__name__}: {err})"
-
-
-def _detectable_lines(detectable: dict, why: str, table) -> list[str]:
-    from analysis.stats.units import amount, is_accuracy
-
-    spec = table.spec
-    if not detectable:
-        return [f"study {spec.study!r} has finished trials, but {why}"] if why else []
-    detectable = dict(detectable)
-    items = detectable.pop("__items__", None)
-    lines = [
-        f"smallest effects detected at 80% power with {spec.design.replicates} replicates per "
-        f"point, from the finished study {spec.study!r}'s error:"
-    ]
-    limited = False
-    for metric, sizes in detectable.items():
-        shown = []
-        for change, size in sizes.items():
-            floor = items and is_accuracy(metric) and size <= 1 / items * (1 + 1e-9)
-            limited = limited or bool(floor)
-            note = " (one held-out item)" if floor else ""
-            shown.append(f"{change} {amount(metric, size)}{note}")
-        lines.append(f"  {metric}: " + "; ".join(shown))
-    if items:
-        lines.append(
-            f"  accuracies count {items:,} held-out items: one item is "
-            f"{100 / items:.2g} points, the finest any accuracy resolves"
-            + ("; heldout_size, not the replicates, limits what is marked" * limited)
-        )
-    return lines
-
-
-DESCRIPTION_SHOWN = 160  # characters of a description a plan prints: one line, whatever its size
-
-
-def one_line(text: str, width: int = DESCRIPTION_SHOWN) -> str:
-    """``text``'s first line, cut to ``width`` characters with an ellipsis: a description of
-    megabytes is printed in constant time (rich wraps a long text in time that grows faster than
-    its length: Textualize/rich#2716), and the plan stays a plan."""
-    first = text[: width + 1].split("\n", 1)[0]
-    if len(first) <= width and len(first) == len(text.strip()):
-        return first
-    return first[: width - 2].rstrip() + " …"
 
 
 def _print_plan(data: dict, table) -> None:
@@ -363,93 +181,32 @@ def _print_plan(data: dict, table) -> None:
 
     console = _console()
     spec = table.spec
-    room = max(20, min(DESCRIPTION_SHOWN, console.width - len(spec.study) - 3))
-    description = escape(one_line(spec.description, room))  # the only markup is the bold
+    room = max(20, min(plans.DESCRIPTION_SHOWN, console.width - len(spec.study) - 3))
+    description = escape(plans.one_line(spec.description, room))  # the only markup is the bold
     console.print(f"[bold]{spec.study}[/bold] — {description}", markup=True)
     console.print(
         f"design {spec.design.kind}, {data['totals']['trials']} trials "
         f"({data['totals']['points']} points × {spec.design.replicates} replicates), "
         f"spec_sha {spec.sha}"
     )
-    console.print(_target_line(spec), highlight=False)
+    console.print(plans.target_line(spec), highlight=False)
     if spec.resources.memory:
-        console.print(_resources_line(spec), highlight=False)
+        console.print(plans.resources_line(spec), highlight=False)
     if table.adaptive:
-        from search_spaces.designs import objectives_of
-
-        sought = " and ".join(f"{m} ({d})" for _, m, d in objectives_of(spec))
-        how = "" if not spec.design.objectives else (
-            f", their Pareto front by {(spec.design.sampler or 'nsga2').upper()}")  # fmt: skip
-        console.print(
-            f"adaptive: {spec.design.samples} trials proposed by Optuna on {sought}{how} over "
-            f"{', '.join(spec.factors)}"
-        )
+        console.print(plans.adaptive_line(spec))
         return
     columns = list(data["trials"][0]) if data["trials"] else []
     rows = [
         [f"{v:.4g}" if isinstance(v, float) else str(v) for v in row.values()]
         for row in data["trials"]
     ]
-    console.print(_table(columns, rows, console.width))
-    for line in _structure_lines(data.get("structure") or {}):
+    console.print(fitted_table(columns, rows, console.width))
+    for line in plans.structure_lines(data.get("structure") or {}):
         console.print(line, highlight=False)
     console.print(
         f"every trial sees {data['totals']['examples_per_trial']} examples; "
         f"{data['totals']['examples']} in all"
     )
-
-
-def _resources_line(spec) -> str:
-    """What one trial holds, said where it asks for memory (Ray then packs trials by it)."""
-    from trainables.machine import shown_size
-
-    res = spec.resources
-    held = [f"{res.cpu:g} CPU"] + [f"{res.gpu:g} GPU"] * (res.gpu > 0)
-    held.append(f"{shown_size(res.memory)} of memory ({res.memory} bytes)")
-    each = "each trial" if res.workers == 1 else f"each of a trial's {res.workers} workers"
-    return (f"resources: {each} holds {', '.join(held)}; Ray starts no more trials on a node "
-            "than its memory holds")  # fmt: skip
-
-
-def _target_line(spec) -> str:
-    """The target and which way it is sought, and why when the file did not say."""
-    target = spec.target
-    way = "maximised" if target.mode == "max" else "minimised"
-    why = "" if "mode" in target.model_fields_set else " (its usual direction; no mode given)"
-    return f"target {target.metric}: {way}{why}"
-
-
-def _structure_lines(structure: dict) -> list[str]:
-    """What the design kind adds under the table: alpha and centre runs of a response surface,
-    the letters, defining relation, resolution and alias chains of a fractional factorial."""
-    lines = []
-    if "alpha" in structure:
-        rule = structure["alpha_rule"]
-        how = f" ({rule})" if isinstance(rule, str) else ""
-        lines.append(f"face {structure['face']}, alpha {structure['alpha']:.4g}{how}")
-    if "center_runs" in structure:
-        lines.append(
-            f"centre runs: {structure['center_runs']}, each with its own seed (pure error)"
-        )
-    if structure.get("letters"):
-        letters = ", ".join(f"{k}={v}" for k, v in structure["letters"].items())
-        lines.append(f"factors {letters}")
-    if structure.get("defining_relation"):
-        lines.append(f"defining relation {' = '.join(structure['defining_relation'])}")
-        lines.append(f"resolution {_roman(structure['resolution'])}")
-        lines.append("aliases (up to two-factor interactions):")
-        lines.extend(f"  {chain}" for chain in structure["aliases"])
-    if structure.get("note"):
-        lines.append(structure["note"])
-    return lines
-
-
-def _roman(resolution: int | None) -> str:
-    """Resolution as designs are named (III, IV, V …); a full factorial has none."""
-    if resolution is None:
-        return "none (full factorial: no word in the defining relation)"
-    numerals = {3: "III", 4: "IV", 5: "V", 6: "VI", 7: "VII", 8: "VIII", 9: "IX", 10: "X"}
-    return numerals.get(resolution, str(resolution))
 
 
 @command()
@@ -549,179 +306,56 @@ def run(
 @command()
 def status(name: StudyName, tracking_uri: TrackingUri = None) -> None:
     """Show a study's trials: their status, the examples each has seen and the target metric."""
-    from study.run_notes import TARGET_MARK
     from study.tracking_store import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
-    starting = _starting(name, uri)
-    if starting is not None and not _recorded(name, uri):
+    starting = statuses.starting(name, uri)
+    if starting is not None and not statuses.recorded(name, uri):
         echo(starting)
         return
-    record = _existing(name, uri)
-    runs = record.trial_runs()
-    parent = record.parent()
-    metric = parent.data.params.get("target_metric") if parent else None
-    metric = metric or "probe/knn_top1_h"
-    driver = _driver_state(record)
-    states = {key: trial_state(run, driver) for key, run in runs.items()}
+    shown_trials = statuses.trials(_existing(name, uri))
+    driver = shown_trials.driver
     console = _console()
-    console.print(f"study {name}: {len(runs)} trials: {count_words(list(states.values()))}")
+    states = list(shown_trials.states.values())
+    console.print(f"study {name}: {len(states)} trials: {statuses.count_words(states)}")
     if driver is not None and driver.unfinished:  # which driver runs them, or that none does
         console.print(driver.note() if driver.gone else f"study {name}: {driver.words()}",
                       soft_wrap=True)  # fmt: skip
-    from analysis.stats.units import level  # accuracies in percent, as the headline reads them
-
-    rows = []
-    for key, run in sorted(runs.items()):
-        value = run.data.metrics.get(metric)
-        seen = run.data.metrics.get("train/examples_seen")
-        rows.append([
-            key, states[key], "—" if seen is None else f"{int(seen):,}",
-            "—" if value is None else level(metric, value),
-            (run.info.run_name or "").split(TARGET_MARK, 1)[0],  # its value is in its column
-        ])  # fmt: skip
-    headers = ["trial", "status", "examples seen", metric, "run"]
-    console.print(_table(headers, rows, console.width))
-
-
-def _recorded(name: str, uri: str) -> bool:
-    """Whether the store holds the study's parent run yet (reads only)."""
-    from study.record import StudyRecord
-
-    try:
-        return StudyRecord.existing(uri, name, read_only=True).parent() is not None
-    except (LookupError, StudyError):
-        return False
-    except Exception:  # a store that cannot be read: _existing says why
-        return True
-
-
-def _starting(name: str, uri: str) -> str | None:
-    """'study NAME: starting …' while a live driver holds the study's lease in the default
-    storage (studies/NAME/driver.lock) or in the record (wherever its storage is), or has
-    announced itself before taking it
-    (:mod:`study.starting`), but has recorded nothing yet; None otherwise."""
-    import socket
-    import time
-
-    from study.lease import LEASE_FILE, Holder, timeout_s
-    from study.private import read_regular
-    from study.starting import announced
-
-    text = read_regular(Path("studies") / name / LEASE_FILE)  # never a FIFO, a link
-    holder = Holder.from_text(text.decode(errors="replace")) if text else None
-    if holder is None:  # a study run with --storage elsewhere: its lease in the record
-        holder = Holder.from_text(_lease_in_record(name, uri))
-    if holder is None:
-        early = announced(name, uri)
-        if early is None:
-            return None
-        holder = Holder("", early["host"], int(early["pid"]), early["since"], time.time())
-    here = holder.host == socket.gethostname()
-    live = holder.lives_here() if here else time.time() - holder.beat < timeout_s()
-    if not live:
-        return None
-    return (
-        f"study {name}: starting, its driver running ({holder.describe(time.time())}); "
-        "nothing is recorded yet: its trials are listed here once it has opened its record"
-    )
-
-
-def _lease_in_record(name: str, uri: str) -> str | None:
-    """The lease the study's experiment holds (its tag ``study.driver``, written before any
-    run: :mod:`study.lease`), wherever the study's storage is; None when there is none."""
-    from analysis.reading.record import find_experiment
-    from analysis.reading.state import LEASE_TAG
-    from analysis.reading.store import read_client, store_exists
-
-    try:
-        if not store_exists(uri):
-            return None
-        experiment = find_experiment(read_client(uri), name)
-        return None if experiment is None else (experiment.tags or {}).get(LEASE_TAG)
-    except Exception:  # a store that cannot be read: status says why next
-        return None
-
-
-def trial_state(run, driver=None) -> str:
-    """One word for a trial: how it ended (finished, failed, diverged …) once its run ended
-    FINISHED, else its run's status (running, scheduled, killed, failed); a run left RUNNING or
-    SCHEDULED by a driver that is gone (``driver``: :class:`study.driver_gone.DriverState`) is
-    "driver gone", never running."""
-    state = run.info.status.lower()
-    tag = run.data.tags.get("study.trial_status")
-    if driver is not None and driver.gone and run.info.run_id in driver.unfinished:
-        return "driver gone"
-    return tag if tag and state == "finished" else state
-
-
-def _driver_state(record):
-    """The study's driver (:func:`study.driver_gone.driver_state`); None where the store cannot
-    say (an experiment that cannot be read back)."""
-    from study.driver_gone import driver_state
-
-    try:
-        return driver_state(record.client, record.experiment_id, record.study)
-    except Exception:  # what the record says is still shown
-        return None
+    console.print(fitted_table(shown_trials.headers, shown_trials.rows, console.width))
 
 
 def _say_driver_gone(record) -> None:
     """The note of a study whose driver is gone, on stderr (stdout keeps what scripts read)."""
-    driver = _driver_state(record)
-    if driver is not None and driver.gone:
-        echo(driver.note(), err=True)
-
-
-def count_words(states: list[str]) -> str:
-    """``"20 finished, 2 failed"``: how many trials are in each state, most first."""
-    counts: dict[str, int] = {}
-    for state in states:
-        counts[state] = counts.get(state, 0) + 1
-    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    return ", ".join(f"{n} {state}" for state, n in ordered) or "none yet"
+    if note := driver_gone_note(record):
+        echo(note, err=True)
 
 
 @command("list")
 def list_studies(tracking_uri: TrackingUri = None) -> None:
     """List the studies a tracking store holds, one name a line."""
-    from analysis.reading.record import recorded_studies
-    from analysis.reading.store import store_exists
-    from study.record import StudyRecord
-    from study.tracking_store import check_tracking_uri, default_tracking_uri
+    from study.tracking_store import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     try:
-        check_tracking_uri(uri)
+        absent = no_store_line(uri)
     except StudyError as err:
         _fail(err)
-    if not store_exists(uri):
-        echo(f"no study: there is no MLflow store at {uri} (nothing was created)", err=True)
+    if absent is not None:
+        echo(absent, err=True)
         return
-    for name in recorded_studies(uri):
+    for name, note in studies(uri):
         echo(name)
-        _say_driver_gone(StudyRecord.existing(uri, name, read_only=True))
+        if note:
+            echo(note, err=True)
 
 
 def _existing(name: str, uri: str, writable: bool = False):
-    """The record of a study that exists and can be read; otherwise exit 2 saying why (and
-    which studies the store holds). Nothing is written: no store, no experiment is created."""
-    from study.record import StudyRecord, check_store
-    from study.tracking_store import check_tracking_uri
-    from trainables.remote import redacted
-
+    """The record of a study that exists and can be read; otherwise exit 2 saying why
+    (:func:`study.services.recorded.existing`)."""
     try:
-        check_tracking_uri(uri, writing=writable)
-        check_store(uri, name)  # reads only; an embedded store that is not there stays absent
-        record = StudyRecord.existing(uri, name, read_only=not writable)
-        if record.parent() is None:
-            raise StudyError(f"no study named {name!r} in {redacted(uri)}: its experiment has "
-                             "no runs")  # fmt: skip
-    except LookupError as err:
-        _fail(StudyError(str(err)))
+        return existing(name, uri, writable)
     except StudyError as err:
         _fail(err)
-    return record
 
 
 @command()
@@ -734,34 +368,17 @@ def export(
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Write a study's results table, one row per trial, as a Parquet file."""
-    from study.export import export_parquet
+    from study.services.export_results import check_out, export_study
     from study.tracking_store import default_tracking_uri
-    from trainables.remote import is_remote
 
-    local = None if is_remote(out) else Path(out.removeprefix("file://"))
-    if local is not None and not local.is_dir():  # a folder: refused below, with the fix
-        _checked(paths.new_file, "--out", local, example="results.parquet")
-    record = _existing(name, tracking_uri or default_tracking_uri())
     try:
-        path = export_parquet(record, out)
-    except (OSError, ValueError) as err:  # pyarrow's reasons: no bucket, a folder there, …
-        folder = " (a folder: give a file in it, e.g. --out DIR/results.parquet)" if (
-            Path(out).is_dir()) else ""  # fmt: skip
-        _fail(StudyError(f"--out {out}: cannot write the results there{folder} ({err}); "
-                         "nothing was written"))  # fmt: skip
-    echo(f"wrote {path} ({len(record.trial_runs())} rows)")
-    if note := _not_finished(record):  # said, not hidden: those rows carry no results yet
-        echo(f"{note}: the unfinished trials' rows have no results yet")
-
-
-def _not_finished(record) -> str:
-    """``study NAME: 3 of 4 trials not finished; driver pid N on HOST`` (or ``driver gone
-    (pid N on HOST)``) while the study is not finished (:mod:`analysis.reading.state`); ""
-    once it is."""
-    from analysis.reading.state import study_state
-
-    words = study_state(record).words()
-    return f"study {record.study}: {words}" if words else ""
+        check_out(out)
+        done = export_study(name, out, tracking_uri or default_tracking_uri())
+    except StudyError as err:
+        _fail(err)
+    echo(f"wrote {done.path} ({done.rows} rows)")
+    if done.note:  # said, not hidden: those rows carry no results yet
+        echo(f"{done.note}: the unfinished trials' rows have no results yet")
 
 
 @command()
@@ -803,7 +420,9 @@ def report(
         _checked(paths.writable_folder, "--out", out)
     uri = tracking_uri or default_tracking_uri()
     if as_json and name and out is None:  # a cheap question: the stored answer, when it holds
-        stored = _stored_report(name, uri)
+        from study.finished import stored_report
+
+        stored = stored_report(name, uri)
         if stored is not None:
             echo(stored)
             return
@@ -822,81 +441,6 @@ def report(
         for line in summary["headline"]["lines"]:
             echo(line)
         echo(f"wrote {folder / 'report.html'}")
-
-
-def _finished_trials(name: str, uri: str):
-    """(the record, its trials as (trial_key, run_id, status)) of study ``name`` in ``uri``
-    (exit 2 saying why when none of its trials finished). Read from the runs alone: a results
-    table would import pandas (pyarrow's ``pa.array`` does), a third of a second."""
-    from analysis.reading.record import trial_status
-
-    record = _existing(name, uri)
-    trials = [(key, run.info.run_id, trial_status(run))
-              for key, run in sorted(record.trial_runs().items())]  # fmt: skip
-    if trials and all(status != "finished" for _, _, status in trials):
-        _fail(StudyError(f"study {name!r} has no finished trial in {uri} to plan from"))
-    return record, trials
-
-
-def _stored_report(name: str, uri: str) -> str | None:
-    """The study's stored report summary, when it still holds
-    (:func:`study.finished.stored_report`)."""
-    from study.finished import stored_report
-
-    return stored_report(name, uri)
-
-
-def _stored_basis(record, trials: list[tuple[str, str, str]], metric: str):
-    """``metric``'s planning basis as the study's last report wrote it on the parent run, when
-    that report was made from exactly these ``trials`` and the run's artifacts are on this
-    machine; None otherwise (the caller fits afresh). Reads only."""
-    from analysis.stats.power import BASIS_FILE, read_basis, trials_fingerprint
-    from study.finished import fresh_report
-
-    folder = fresh_report(record)  # none while it runs, or once its metrics were changed
-    path = folder / BASIS_FILE if folder else None
-    if path is None or not path.is_file():
-        return None
-    return read_basis(path.read_text(), trials_fingerprint(trials), metric)
-
-
-def _local_folder(uri: str | None) -> Path | None:
-    """The folder an artifact URI names on this machine, else None
-    (:func:`analysis.reading.store.local_folder`)."""
-    from analysis.reading.store import local_folder
-
-    return local_folder(uri)
-
-
-def _surface_for(df, metric: str):
-    """The best-supported response surface of ``metric`` with the report's block term (the run
-    blocks of an augmented study, else the replicate when seeds are common), or a StudyError
-    naming the metric and why."""
-    from analysis.stats.fits import block_term, fit_best_supported, independent_trials
-
-    if metric not in df:
-        numeric = sorted(c for c in df.columns if "/" in c and df[c].dtype.kind == "f")
-        raise StudyError(unknown_metric(metric, numeric))
-    df = independent_trials(df)  # as the report fits it: a repeated trial counts once
-    fit = fit_best_supported(df, metric, blocks=block_term(df))
-    if fit.surface is None:
-        raise StudyError(f"--metric {metric!r}: nothing to plan from ({fit.reason})")
-    return fit.surface
-
-
-def unknown_metric(metric: str, numeric: list[str]) -> str:
-    """``--metric`` naming no result of the study: the closest names and the groups, never all
-    of them; a group itself (``--metric probe/``) lists the names in it."""
-    if metric.endswith("/") and metric in groups(numeric):
-        names = [n for n in numeric if n.startswith(metric)]
-        return f"--metric {metric!r} is a group of {len(names)} results: {', '.join(names)}"
-    return (
-        f"--metric {metric!r} is not a result of this study{did_you_mean(metric, numeric)} "
-        f"(it has {listing(numeric, noun='numeric results', how_to_list=LIST_A_GROUP)})"
-    )
-
-
-LIST_A_GROUP = "give a group, e.g. --metric probe/, to list its names"
 
 
 @command()
@@ -930,59 +474,21 @@ def power(
     """Say how many replicates per point would detect an effect of size EFFECT on METRIC.
 
     The answer comes from the finished study's own error, for the same design replicated."""
-    from analysis.stats.power import MAX_REPLICATES, power_basis, replicates_for
-    from analysis.stats.units import amount, from_typed, is_accuracy
     from study.tracking_store import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
-    record, trials = _finished_trials(name, uri)
-    if note := _not_finished(record):  # the error is the finished trials' alone
+    try:
+        record, trials = finished_trials(name, uri)
+    except StudyError as err:
+        _fail(err)
+    if note := not_finished(record):  # the error is the finished trials' alone
         echo(f"{note}: this answer rests on the trials finished so far")
     try:
-        if not 0 < power_ < 1 or not 0 < alpha < 1:
-            raise StudyError(f"--power {power_} and --alpha {alpha} must lie in (0, 1)")
-        basis = _stored_basis(record, trials, metric)
-        if basis is None:  # no report written for these trials: fit them here
-            from analysis.reading.load import results_frame
-            from analysis.reading.outcomes import heldout_items
-            from analysis.stats.aliases import alias_map
-            from study.export import results_table
-
-            df = results_frame(results_table(record))
-            basis = power_basis(_surface_for(df, metric), heldout_items(df), alias_map(df))
-        size = from_typed(metric, effect)  # points -> the recorded fraction for an accuracy
-        plans = replicates_for(basis, size, alpha=alpha, power=power_)
+        lines = power_answer(name, record, trials, metric, effect, power_, alpha)
     except (StudyError, ValueError) as err:
         _fail(err)
-    echo(
-        f"{name}: to detect an effect of {amount(metric, size)} on {metric} at {power_:.0%} power "
-        f"(two-sided, alpha {alpha:g}), from this study's error (mean square "
-        f"{basis.error_ms:.3g} on {basis.error_df} df, "
-        f"{'the replicate as the block, ' if basis.blocks else ''}"
-        f"{plans[0].replicates_now:g} replicate{'' if plans[0].replicates_now == 1 else 's'} "
-        "per point now):"
-    )
-    if basis.items and is_accuracy(metric):
-        echo(
-            f"  resolution: {basis.items:,} held-out items, one item = {100 / basis.items:.2g} "
-            "points; no detectable size is smaller"
-        )
-    for plan in plans:
-        now = "n/a" if plan.detectable_now is None else amount(metric, plan.detectable_now)
-        if plan.resolution_limited:
-            echo(
-                f"  {plan.change}: detectable now {now}; {amount(metric, size)} is less than one "
-                f"held-out item of {plan.items:,}: heldout_size limits it, not the replicates; "
-                f"for a difference that small to register as one item, score on at least "
-                f"{plan.items_needed:,} held-out items"
-            )
-            continue
-        if plan.replicates_needed is None:
-            need = f"more than {MAX_REPLICATES} replicates per point"
-        else:
-            need = f"{plan.replicates_needed} replicates per point"
-            need += f" (detects {amount(metric, plan.detectable_then)})"
-        echo(f"  {plan.change}: detectable now {now}; needs {need}")
+    for line in lines:
+        echo(line)
 
 
 @command()
@@ -1031,23 +537,13 @@ def augment(
 
     It writes the new study file, keeping the old one's comments and layout; nothing runs
     until you run that file with study run."""
-    from study.commands import shell_command, tool
-    from study.sequential import augment_study
+    from study.sequential import augment_study, check_augment_options
     from study.tracking_store import default_tracking_uri
 
     uri = tracking_uri or default_tracking_uri()
     face = face or ("ccc" if alpha is not None else "ccf")
     try:
-        if to != "central_composite":
-            raise StudyError(
-                f"--to {to!r}: a two-level factorial is augmented to central_composite only"
-                f"{did_you_mean(to, ['central_composite'])}"
-            )
-        if face not in ("ccf", "ccc"):
-            raise StudyError(
-                f"--face {face!r}: ccf or ccc (cci would move the finished factorial points "
-                f"inside the bounds){did_you_mean(face, ['ccf', 'ccc'])}"
-            )
+        check_augment_options(to, face)
         if out is not None:  # a file to write, asked before the store is read
             paths.new_file("--out", out, example="study-ccd.yaml")
         done = augment_study(spec, tracking_uri=uri, face=face, alpha=alpha, center=center,
@@ -1060,9 +556,7 @@ def augment(
         f", alpha {structure['alpha']:.4g}); block 1: {structure['blocks']['1']} finished "
         f"trials, block 2: {done.new_trials} new axial and centre trials"
     )
-    again = shell_command(tool("study"), "run", str(done.path), "--tracking-uri", uri,
-                          *_storage_options(done.spec.study, uri))  # fmt: skip
-    echo(f"run them: {again}")
+    echo(f"run them: {follow_up_run(done.path, uri, done.spec.study)}")
 
 
 @command("next")
@@ -1108,7 +602,7 @@ def next_study_file(
     follow-up starts its seeds past the finished study's: no trial is run again.
 
     Nothing runs until you run the written file with study run."""
-    from study.commands import shell_command, tool
+    from search_spaces.spec import load_spec
     from study.sequential import next_study
     from study.tracking_store import default_tracking_uri
 
@@ -1126,27 +620,8 @@ def next_study_file(
         f"{totals['trials']} trials of {totals['examples_per_trial']} examples each"
         + (f"; {done.cost}" if done.cost else "")
     )
-    from search_spaces.spec import load_spec
-
-    ran = _storage_options(load_spec(spec).study, uri)  # the finished study's storage
-    again = shell_command(tool("study"), "run", str(done.path), "--tracking-uri", uri, *ran)
-    echo(f"run it: {again}")
-
-
-def _storage_options(name: str, uri: str) -> list[str]:
-    """``["--storage", X]`` when study ``name`` ran with a storage other than ``studies`` here
-    (its record says which: :func:`analysis.reading.state.recorded_storage`), so that the
-    command printed for its follow-up keeps its results beside it; [] otherwise."""
-    from analysis.reading.state import recorded_storage
-    from study.record import StudyRecord
-
-    try:
-        where = recorded_storage(StudyRecord.existing(uri, name, read_only=True).parent())
-    except Exception:  # a record that cannot be read: the default storage
-        return []
-    if not where or where == str(Path("studies").resolve()):
-        return []
-    return ["--storage", where]
+    # the finished study's storage
+    echo(f"run it: {follow_up_run(done.path, uri, load_spec(spec).study)}")
 
 
 @command()

@@ -94,6 +94,23 @@ def check_finished(spec: StudySpec, uri: str, file: Path, augmenting: bool = Tru
         )
 
 
+def check_augment_options(to: str, face: str) -> None:
+    """``study augment``'s ``--to`` and ``--face``, refused by name (with the closest known
+    word) before anything is read."""
+    from trainables.names import did_you_mean
+
+    if to != "central_composite":
+        raise StudyError(
+            f"--to {to!r}: a two-level factorial is augmented to central_composite only"
+            f"{did_you_mean(to, ['central_composite'])}"
+        )
+    if face not in ("ccf", "ccc"):
+        raise StudyError(
+            f"--face {face!r}: ccf or ccc (cci would move the finished factorial points "
+            f"inside the bounds){did_you_mean(face, ['ccf', 'ccc'])}"
+        )
+
+
 def augment_study(
     source: str | Path,
     *,

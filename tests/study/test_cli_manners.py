@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from search_spaces.designs import build_design
 from search_spaces.spec import load_spec, parse_spec
-from study.cli import app, column_widths, wrapped_name
+from study.cli import app
+from study.tables import column_widths, wrapped_name
 
 BOX = re.compile(r"[│╭╮╰╯─┃━┏┓┗┛┡┩╇┳┻╋]")
 COMMANDS = ["plan", "run", "status", "list", "export", "report", "power", "augment", "env"]

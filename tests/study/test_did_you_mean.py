@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from search_spaces.designs import build_design
 from search_spaces.spec import StudyError, load_spec, parse_spec
-from study.cli import app, unknown_metric
+from study.cli import app
+from study.services.power_answer import unknown_metric
 from trainables.config import TrialConfig
 from trainables.names import MAX_SHOWN, close_matches, did_you_mean, listing, unknown
 

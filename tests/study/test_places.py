@@ -56,7 +56,7 @@ def test_a_study_run_with_its_storage_elsewhere_is_found_there_afterwards(tmp_pa
     from mlflow.tracking import MlflowClient
     from studykit import write_spec
 
-    from study.cli import _storage_options
+    from study.services.recorded import storage_options
 
     here, storage, elsewhere = tmp_path / "here", tmp_path / "kept" / "runs", tmp_path / "other"
     for folder in (here, storage.parent, elsewhere):
@@ -77,7 +77,7 @@ def test_a_study_run_with_its_storage_elsewhere_is_found_there_afterwards(tmp_pa
     assert not (elsewhere / "studies").exists()
     status = _run(elsewhere, "status", name, "--tracking-uri", uri)
     assert status.returncode == 0 and "2 finished" in status.stdout, status.stderr
-    assert _storage_options(name, uri) == ["--storage", str(storage)]  # next's `run it:`
+    assert storage_options(name, uri) == ["--storage", str(storage)]  # next's `run it:`
 
     spec.write_text(spec.read_text().replace("description:", "description: Moved. ", 1))
     again = _run(here, "run", str(spec), "--no-figures", "--tracking-uri", uri,

@@ -99,6 +99,6 @@ def test_a_basis_is_read_only_for_the_trials_it_was_made_from(reported, monkeypa
     ],
 )
 def test_only_artifacts_on_this_machine_are_read_for_a_basis(uri, folder):
-    from study.cli import _local_folder
+    from study.services.power_answer import local_folder
 
-    assert _local_folder(uri) == (None if folder is None else Path(folder))
+    assert local_folder(uri) == (None if folder is None else Path(folder))

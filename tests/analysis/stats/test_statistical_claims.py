@@ -59,8 +59,8 @@ def test_an_accuracys_interval_stays_within_its_bounds(values, low, high):
 
 def test_power_of_a_metric_that_did_not_vary_says_why():
     from search_spaces.spec import StudyError
-    from study.cli import _surface_for
+    from study.services.power_answer import surface_for
 
     df = planted(-0.004).assign(**{RESPONSE: 0.9})
     with pytest.raises(StudyError, match=r"nothing to plan from \(.*constant response"):
-        _surface_for(df, RESPONSE)
+        surface_for(df, RESPONSE)
