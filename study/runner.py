@@ -65,6 +65,7 @@ from study.mlflow_views import TRIALS_VIEW, start_described_parent, ui_url, view
 from study.paths import download_folder, writable_folder
 from study.progress import ProgressView, StudyProgress
 from study.record import StudyRecord, check_plan_fits, check_store
+from study.session_time import record_session
 from study.stopping import (
     STOP_SIGNALS,
     first_stop_signal,
@@ -1014,6 +1015,7 @@ def run_study(
             counts = record.status_counts()
             ok = set(counts) <= {"FINISHED"} and counts.get("FINISHED", 0) == design.total
             still_held()
+            record_session(record, parent_id, time.perf_counter() - t0)  # its own time, fixed cost
             record.finish_parent(parent_id, ok=ok)
             record_closed(record)  # ended: a stop from now on leaves its runs as they are
         except (KeyboardInterrupt, SystemExit):
