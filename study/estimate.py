@@ -9,12 +9,13 @@ cost model cannot scale (the encoder, its width, the data, the objective …: an
 batch size and the budget-derived fields of :data:`SCALED`) is probed, since a probe is seconds
 and the step time of a width-64 encoder says nothing of a width-8 one's; of kinds equal in every
 such field (a cost class: kinds that differ only in batch size, budget or evaluation marks) the
-costliest is probed, then the costliest others up to :data:`MAX_KINDS` probes in all, and the
-rest are scaled from the probed kind of their class nearest in batch size: its seconds per step
-times the ratio of batch sizes, its own steps and evaluations counted (:func:`plan_probes`). The
-estimate's text names the fields the kinds differ in and which kinds were scaled from which, by
-what. A trial then costs its setup, its steps at the measured seconds per step, its evaluations
-at the measured seconds per evaluation, and the final evaluation's evidence once.
+costliest is probed, then the kinds farthest in batch size from those probed, up to
+:data:`MAX_KINDS` probes in all, and the rest are scaled from the probed kind of their class
+nearest in batch size: its seconds per step times the ratio of batch sizes, its own steps and
+evaluations counted (:func:`plan_probes`). The estimate's text names the fields the kinds differ
+in and which kinds were scaled from which, by what. A trial then costs its setup, its steps at
+the measured seconds per step, its evaluations at the measured seconds per evaluation, and the
+final evaluation's evidence once.
 
 The trials are laid out on the study's slots (its concurrency, else the CPUs this process may
 use over a trial's share: its affinity and cgroup quota, not the machine's count) longest first,
@@ -122,19 +123,24 @@ def plan_probes(groups: list[list], max_kinds: int = MAX_KINDS) -> tuple[list[in
     """Which kinds to probe and which to scale from which: (indices of ``groups`` to probe,
     {index scaled: index of the probed kind it is scaled from}). ``groups``: each kind's trials'
     configs. Every cost class (kinds equal in every cost field but the :data:`SCALED` ones)
-    gets its costliest kind probed, however many classes there are; then the costliest other
-    kinds, up to ``max_kinds`` probes in all; every other kind is scaled from the probed kind of
-    its own class nearest in batch size (never across classes)."""
+    gets its costliest kind probed (the most examples, then the most steps), however many
+    classes there are; then, up to ``max_kinds`` probes in all, the kind whose batch size lies
+    farthest from those probed in its class (so that the scaled kinds lie between probed ones;
+    the costlier first on a tie); every other kind is scaled from the probed kind of its own
+    class nearest in batch size (never across classes)."""
     order = sorted(range(len(groups)), key=lambda i: _work(groups[i][0]), reverse=True)
     classes: dict[tuple, list[int]] = {}
     for i in order:
         classes.setdefault(_cost_class(groups[i][0]), []).append(i)
     probed = [members[0] for members in classes.values()]
-    for i in order:
-        if len(probed) >= max_kinds:
-            break
-        if i not in probed:
-            probed.append(i)
+
+    def gap(i: int) -> float:  # how far its batch size lies from its class's probed ones
+        batch = groups[i][0].batch_size
+        return min(abs(math.log(batch / groups[j][0].batch_size)) for j in probed
+                   if _cost_class(groups[j][0]) == _cost_class(groups[i][0]))  # fmt: skip
+
+    while len(probed) < max_kinds and len(probed) < len(groups):
+        probed.append(max((i for i in order if i not in probed), key=gap))  # the first: ties
     scaled = {}
     for members in classes.values():
         sources = [i for i in members if i in probed]

@@ -99,8 +99,10 @@ def test_kinds_that_differ_only_in_batch_size_are_scaled_from_the_nearest_probed
     probed, scaled = plan_probes(groups)
     assert len(probed) == MAX_KINDS and len(scaled) == len(groups) - MAX_KINDS
     batch = {i: g[0].batch_size for i, g in enumerate(groups)}
-    assert sorted(batch[i] for i in probed) == [32, 64, 128, 256]  # the most steps first
-    assert {batch[i]: batch[j] for i, j in scaled.items()} == {512: 256, 1024: 256}
+    # the most steps first, then the batch sizes farthest from those probed: the ends, then
+    # between them, so the scaled ones lie next to a probed one
+    assert [batch[i] for i in probed] == [32, 1024, 128, 64]
+    assert {batch[i]: batch[j] for i, j in scaled.items()} == {256: 128, 512: 1024}
 
 
 def _fake_probe(calls: list):
@@ -130,14 +132,14 @@ def test_the_estimate_says_which_kinds_it_scaled_from_which_and_by_what():
     found = estimate(spec, design, concurrency=1, probe=_fake_probe(calls))
     assert len(calls) == MAX_KINDS and found.probed == MAX_KINDS
     kinds = {kind: seconds for kind, _, seconds in found.per_kind}
-    # scaled by its batch size: the same seconds per example as the B=256 probe
-    assert kinds["B=1024 (30 steps, 2 evaluations)"] == pytest.approx(
-        1.0 + 30 * 1024 * 32 * 1e-5 + 2 * 0.5 + 0.1)  # fmt: skip
+    # scaled by its batch size: the same seconds per example as the B=1024 probe
+    assert kinds["B=512 (60 steps, 2 evaluations)"] == pytest.approx(
+        1.0 + 60 * 512 * 32 * 1e-5 + 2 * 0.5 + 0.1)  # fmt: skip
     assert found.lines()[1] == (
         "estimate: 4 of 6 kinds probed; scaled from the probed kind equal in every other cost "
-        "field: B=512 (60 steps, 2 evaluations) from B=256 (120 steps, 2 evaluations) (× 2 per "
-        "step, its batch size); B=1024 (30 steps, 2 evaluations) from B=256 (120 steps, 2 "
-        "evaluations) (× 4 per step, its batch size)"
+        "field: B=256 (120 steps, 2 evaluations) from B=128 (240 steps, 2 evaluations) (× 2 per "
+        "step, its batch size); B=512 (60 steps, 2 evaluations) from B=1024 (30 steps, 2 "
+        "evaluations) (× 0.5 per step, its batch size)"
     )  # fmt: skip
 
 
