@@ -1,17 +1,28 @@
 """``study plan --estimate``: how long a study would take on this machine, before anything runs.
 
-Measured, not guessed: for each kind of trial the design holds (trials that differ only in
-fields that do not change their cost, such as the temperature or the seed, are one kind), a
-short probe of the costliest kinds runs here, in this process, with the trial's own CPU share:
-a few training steps and one evaluation, read from the trial's own timers (``time/train_s``,
-``time/data_s``, ``time/eval_s``, ``time/evidence_s``). A trial then costs its setup, its steps
-at the measured seconds per step, its evaluations at the measured seconds per evaluation, and the
-final evaluation's evidence once. The trials are laid out on the study's slots (its concurrency,
-else the CPUs this process may use over a trial's share: its affinity and cgroup quota, not the
-machine's count) longest first, and the study's fixed costs are added: the driver's start
-(imports, Ray), the baselines when they are not cached, a worker's start per slot, and the
-export and report at the end (:data:`FIXED_S`, measured on this project's 2-core machine; see
-``docs/running.md``). Nothing is recorded and nothing is written.
+Measured, not guessed: the design's trials are grouped into kinds (trials that differ only in
+fields that do not change their cost, such as the temperature or the seed, are one kind), and a
+short probe runs here, in this process, with the trial's own CPU share: a few training steps and
+one evaluation, read from the trial's own timers (``time/train_s``, ``time/data_s``,
+``time/eval_s``, ``time/evidence_s``). Every kind that differs from the others in a field the
+cost model cannot scale (the encoder, its width, the data, the objective …: anything but the
+batch size and the budget-derived fields of :data:`SCALED`) is probed, since a probe is seconds
+and the step time of a width-64 encoder says nothing of a width-8 one's; of kinds equal in every
+such field (a cost class: kinds that differ only in batch size, budget or evaluation marks) the
+costliest is probed, then the kinds farthest in batch size from those probed, up to
+:data:`MAX_KINDS` probes in all, and the rest are scaled from the probed kind of their class
+nearest in batch size: its seconds per step times the ratio of batch sizes, its own steps and
+evaluations counted (:func:`plan_probes`). The estimate's text names the fields the kinds differ
+in and which kinds were scaled from which, by what. A trial then costs its setup, its steps at
+the measured seconds per step, its evaluations at the measured seconds per evaluation, and the
+final evaluation's evidence once.
+
+The trials are laid out on the study's slots (its concurrency, else the CPUs this process may
+use over a trial's share: its affinity and cgroup quota, not the machine's count) longest first,
+and the study's fixed costs are added: the driver's start (imports, Ray), the baselines when
+they are not cached, a worker's start per slot, and the export and report at the end
+(:data:`FIXED_S`, measured on this project's 2-core machine; see ``docs/running.md``). Nothing
+is recorded and nothing is written.
 """
 
 from __future__ import annotations
@@ -31,7 +42,10 @@ COST_NEUTRAL = frozenset({
     "collapse_std", "device",
 })  # fmt: skip
 PROBE_STEPS = 12  # timed steps per probe (after its first, which warms the caches)
-MAX_KINDS = 4  # the costliest kinds probed; the others are scaled from the nearest by their steps
+# fields the cost model scales (the seconds per step by the batch size; the steps and the
+# evaluations counted from the config): kinds differing only in these may be scaled, not probed
+SCALED = frozenset({"batch_size", "budget_examples", "eval_marks", "eval_at_start"})
+MAX_KINDS = 4  # probes at most, beyond the one every cost class gets (see plan_probes)
 # the study's fixed costs here (seconds): the driver's start to its first trial (imports, Ray's
 # start, the record), a trial worker's start (torch's import) per slot, and the export and the
 # report after the last trial (figures drawn), measured on this project's 2-core machine
@@ -46,16 +60,27 @@ class Estimate:
     per_kind: tuple[tuple[str, int, float], ...]  # (kind, trials of it, seconds per trial)
     fixed_s: float
     probe_s: float
+    scaled: tuple[tuple[str, str, float], ...] = ()  # (kind, the probed kind, × per step)
+
+    @property
+    def probed(self) -> int:
+        return len(self.per_kind) - len(self.scaled)
 
     def lines(self) -> list[str]:
         kinds = "; ".join(f"{n} × {kind} at ~{duration(s)} each" for kind, n, s in self.per_kind)
-        return [
+        lines = [
             f"estimate: about {duration(self.wall_s)} on this machine ({self.trials} trials, "
             f"{self.slots} at a time: {kinds}; plus ~{duration(self.fixed_s)} of fixed costs: "
             f"start, baselines, report); measured from a probe of {self.probe_s:.0f} s, "
             "nothing recorded",
         ]
-
+        if self.scaled:
+            each = "; ".join(f"{kind} from {source} (× {factor:.3g} per step, its batch size)"
+                             for kind, source, factor in self.scaled)  # fmt: skip
+            lines.append(f"estimate: {self.probed} of {len(self.per_kind)} kinds probed; "
+                         "scaled from the probed kind equal in every other cost field: "
+                         f"{each}")  # fmt: skip
+        return lines
 
 
 def _kind(config) -> tuple:
@@ -63,33 +88,102 @@ def _kind(config) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in data.items() if k not in COST_NEUTRAL))
 
 
-def _kind_words(config) -> str:
-    return f"B={config.batch_size} ({config.steps} steps, {config.eval_marks} evaluations)"
+def _cost_class(config) -> tuple:
+    """The kind less the fields the cost model scales: kinds of one class may be scaled."""
+    return tuple((k, v) for k, v in _kind(config) if k not in SCALED)
 
 
-def estimate(spec: StudySpec, design, concurrency: int | None = None) -> Estimate:
-    """The study's wall time here (see the module docstring)."""
+def _differing(configs) -> list[str]:
+    """The cost fields (other than the scaled ones) whose values differ between ``configs``."""
+    values: dict[str, set] = {}
+    for config in configs:
+        for k, v in _cost_class(config):
+            values.setdefault(k, set()).add(v)
+    return sorted(k for k, v in values.items() if len(v) > 1)
+
+
+def _kind_words(config, differing=()) -> str:
+    named = "".join(f"{k}={_short(getattr(config, k))} " for k in differing)
+    return f"{named}B={config.batch_size} ({config.steps} steps, {config.eval_marks} evaluations)"
+
+
+def _short(value) -> str:
+    if isinstance(value, tuple | list):
+        return "x".join(str(v) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _work(config) -> tuple[int, int]:
+    """Within a cost class, what a trial's cost grows with: its examples (steps × batch), then,
+    at the same examples (a compute-matched design), its steps (each pays its overhead)."""
+    return config.steps * config.batch_size, config.steps
+
+
+def plan_probes(groups: list[list], max_kinds: int = MAX_KINDS) -> tuple[list[int], dict]:
+    """Which kinds to probe and which to scale from which: (indices of ``groups`` to probe,
+    {index scaled: index of the probed kind it is scaled from}). ``groups``: each kind's trials'
+    configs. Every cost class (kinds equal in every cost field but the :data:`SCALED` ones)
+    gets its costliest kind probed (the most examples, then the most steps), however many
+    classes there are; then, up to ``max_kinds`` probes in all, the kind whose batch size lies
+    farthest from those probed in its class (so that the scaled kinds lie between probed ones;
+    the costlier first on a tie); every other kind is scaled from the probed kind of its own
+    class nearest in batch size (never across classes)."""
+    order = sorted(range(len(groups)), key=lambda i: _work(groups[i][0]), reverse=True)
+    classes: dict[tuple, list[int]] = {}
+    for i in order:
+        classes.setdefault(_cost_class(groups[i][0]), []).append(i)
+    probed = [members[0] for members in classes.values()]
+
+    def gap(i: int) -> float:  # how far its batch size lies from its class's probed ones
+        batch = groups[i][0].batch_size
+        return min(abs(math.log(batch / groups[j][0].batch_size)) for j in probed
+                   if _cost_class(groups[j][0]) == _cost_class(groups[i][0]))  # fmt: skip
+
+    while len(probed) < max_kinds and len(probed) < len(groups):
+        probed.append(max((i for i in order if i not in probed), key=gap))  # the first: ties
+    scaled = {}
+    for members in classes.values():
+        sources = [i for i in members if i in probed]
+        for i in members:
+            if i not in probed:
+                batch = groups[i][0].batch_size
+                scaled[i] = min(sources, key=lambda j: (
+                    abs(math.log(groups[j][0].batch_size / batch)), j))  # fmt: skip
+    return probed, scaled
+
+
+def estimate(spec: StudySpec, design, concurrency: int | None = None, probe=None) -> Estimate:
+    """The study's wall time here (see the module docstring). ``probe(config, cpu)``: what
+    measures a kind (:func:`_probe` by default)."""
     t0 = time.perf_counter()
+    probe = probe or _probe
     configs = _trial_configs(design)
     kinds: dict[tuple, list] = {}
     for config in configs:
         kinds.setdefault(_kind(config), []).append(config)
-    ranked = sorted(kinds.values(), key=lambda group: -group[0].steps * group[0].batch_size)
-    probed = {id(group): _probe(group[0], spec.resources.trial_cpu)
-              for group in ranked[:MAX_KINDS]}  # fmt: skip
+    groups = list(kinds.values())
+    to_probe, scaled_from = plan_probes(groups)
+    costs = {i: probe(groups[i][0], spec.resources.trial_cpu) for i in to_probe}
+    differing = _differing(g[0] for g in groups)
     per_trial: list[float] = []
-    per_kind = []
-    for group in ranked:
-        cost = probed.get(id(group)) or _scaled(group[0], ranked, probed)
-        seconds = _trial_seconds(group[0], cost)
+    per_kind, scaled = [], []
+    for i, group in enumerate(groups):
+        if i in scaled_from:
+            source = groups[scaled_from[i]][0]
+            factor = group[0].batch_size / source.batch_size
+            costs[i] = _scaled(costs[scaled_from[i]], factor)
+            scaled.append((_kind_words(group[0], differing), _kind_words(source, differing),
+                           factor))  # fmt: skip
+        seconds = _trial_seconds(group[0], costs[i])
         per_trial += [seconds] * len(group)
-        per_kind.append((_kind_words(group[0]), len(group), seconds))
+        per_kind.append((_kind_words(group[0], differing), len(group), seconds))
+    per_kind.sort(key=lambda kind: -kind[2])
     slots = _slots(spec, concurrency, len(per_trial))
     fixed = FIXED_S["driver"] + FIXED_S["report"] + FIXED_S["worker"] * slots
-    fixed += _baselines_seconds(spec, design, ranked, probed)
+    fixed += _baselines_seconds(spec, design, [costs[i] for i in to_probe])
     wall = _makespan(per_trial, slots) + fixed
     return Estimate(wall, len(per_trial), slots, tuple(per_kind), fixed,
-                    time.perf_counter() - t0)  # fmt: skip
+                    time.perf_counter() - t0, tuple(scaled))  # fmt: skip
 
 
 def _trial_configs(design) -> list:
@@ -145,13 +239,10 @@ def _probe(config, cpu: float) -> _Cost:
     return _Cost(setup, step_s, eval_s, evidence)
 
 
-def _scaled(config, ranked, probed) -> _Cost:
-    """A kind beyond the probed ones: the nearest probed kind's cost per example."""
-    nearest = min((g for g in ranked if id(g) in probed),
-                  key=lambda g: abs(math.log(g[0].batch_size / config.batch_size)))  # fmt: skip
-    cost = probed[id(nearest)]
-    return _Cost(cost.setup_s, cost.step_s * config.batch_size / nearest[0].batch_size,
-                 cost.eval_s, cost.evidence_s)  # fmt: skip
+def _scaled(cost: _Cost, factor: float) -> _Cost:
+    """A probed kind's cost for a kind of its class whose batch is ``factor`` times its own: the
+    seconds per step scaled by it (per example alike); setup and evaluation as measured."""
+    return _Cost(cost.setup_s, cost.step_s * factor, cost.eval_s, cost.evidence_s)
 
 
 def _trial_seconds(config, cost: _Cost) -> float:
@@ -167,10 +258,10 @@ def _makespan(durations: list[float], slots: int) -> float:
     return max(free)
 
 
-def _baselines_seconds(spec: StudySpec, design, ranked, probed) -> float:
+def _baselines_seconds(spec: StudySpec, design, probed: list[_Cost]) -> float:
     """The baselines' cost when they are not cached here yet (a study reads them from the cache
     otherwise): the raw input once and a random-init encoder per seed, each about one setup and
-    one evaluation of the costliest kind."""
+    one evaluation of the costliest probed kind."""
     from trainables.baselines import baseline_key, cache_dir
 
     kinds = tuple(spec.baselines or ())
@@ -182,6 +273,6 @@ def _baselines_seconds(spec: StudySpec, design, ranked, probed) -> float:
                  for k in kinds)  # fmt: skip
     if cached:
         return 0.0
-    cost = probed[id(ranked[0])]
+    cost = max(probed, key=lambda c: c.eval_s + c.setup_s)
     systems = sum(len(seeds) if kind == "random_init" else 1 for kind in kinds)
     return systems * (cost.eval_s + cost.setup_s)

@@ -56,6 +56,7 @@ from study.opened_study import OpenedStudy, open_study
 from study.preflight import checked_storage, preflight
 from study.progress import ProgressView, StudyProgress
 from study.record import StudyRecord
+from study.session_time import record_session
 from study.stop_signals import (
     StudyInterruptedError,
     cluster_watched,
@@ -305,6 +306,7 @@ def _drive(
             counts = record.status_counts()
             ok = set(counts) <= {"FINISHED"} and counts.get("FINISHED", 0) == driven.design.total
             still_held()
+            record_session(record, parent_id, time.perf_counter() - t0)  # its own time, fixed cost
             record.finish_parent(parent_id, ok=ok)
             record_closed(record)  # ended: a stop from now on leaves its runs as they are
         except (KeyboardInterrupt, SystemExit):

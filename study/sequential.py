@@ -154,28 +154,59 @@ class Next:
 
 
 def follow_up_cost(record: StudyRecord, spec: StudySpec, design: FixedDesign) -> str:
-    """How long ``design`` would take on this machine, from the finished study's own record:
-    its trials' recorded wall times (``trial/wall_s``), scaled by examples per trial, at the
-    concurrency they ran at (their summed wall time over the span they ran in), plus the fixed
-    costs the finished study paid (baselines, report: its parent's wall time outside the
-    trials); and how it compares with that study. Empty when the record lacks the times."""
+    """How long ``design`` would take on this machine, from the finished study ``spec``'s own
+    record, and how it compares with that study; empty when the record lacks the times.
+
+    - Its examples: each trial's from the study files (``design`` and the finished study's own
+      design: the examples every trial of each is planned to see), never a run's
+      ``trial/examples_seen``, which a trial that diverged and stopped early cuts short.
+    - The rate: the finished trials' own wall time (``trial/wall_s``, their setup included) over
+      the examples they themselves saw (``trial/examples_seen`` less ``trial/resumed_from``),
+      pooled, so a trial that stopped early weighs by the little it ran.
+    - At once: the trials' summed wall time over the time at least one of them ran (the union of
+      their attempts, :func:`study.session_time.busy_seconds`): the idle time between the
+      sessions of a resumed study is not a slot's.
+    - Fixed costs: one session's, as the follow-up runs in one: the median of the sessions'
+      own ``study/session_fixed_s`` on the parent run (:mod:`study.session_time`). A study
+      recorded before sessions logged it: its parent's span less the trials' busy time, at most
+      ``study plan --estimate``'s fixed costs (:data:`study.estimate.FIXED_S`: driver, report
+      and a worker per slot), so an idle gap between sessions is not counted as one.
+    - The finished study's time: its trials' busy time plus every recorded session's fixed
+      costs (or the fallback above)."""
+    from statistics import median
+
+    from study.estimate import FIXED_S
+    from study.session_time import SESSION_FIXED_S, busy_seconds, trial_intervals
+
     runs = [r for r in record.trial_runs().values() if r.info.status == "FINISHED"]
     walls = [r.data.metrics.get("trial/wall_s") for r in runs]
     parent = record.parent()
-    if not runs or None in walls or parent is None or not parent.info.end_time:
+    if not runs or None in walls or parent is None:
         return ""
-    starts = [int(r.data.tags.get("study.attempt_started") or r.info.start_time) for r in runs]
-    span = (max(r.info.end_time for r in runs) - min(starts)) / 1000
-    study_s = (parent.info.end_time - parent.info.start_time) / 1000
-    if span <= 0 or study_s <= 0:
+    own = [float(r.data.metrics.get("trial/examples_seen") or 0)
+           - float(r.data.metrics.get("trial/resumed_from") or 0) for r in runs]  # fmt: skip
+    busy = busy_seconds(trial_intervals(runs))
+    if busy <= 0 or sum(own) <= 0:
         return ""
-    at_once = max(1.0, sum(walls) / span)
-    old_examples = float(runs[0].data.metrics.get("trial/examples_seen") or 0) or None
+    rate = sum(walls) / sum(own)  # seconds per example a trial itself saw
+    at_once = max(1.0, sum(walls) / busy)
+    steps: dict[int, float] = {}  # a session's step logged twice counts once, its last value
+    for m in sorted(record.client.get_metric_history(parent.info.run_id, SESSION_FIXED_S),
+                    key=lambda m: m.timestamp):  # fmt: skip
+        steps[m.step] = float(m.value)
+    if steps:
+        fixed, paid = median(steps.values()), sum(steps.values())
+    elif parent.info.end_time:  # recorded before sessions logged their own time
+        span = (parent.info.end_time - parent.info.start_time) / 1000
+        cap = FIXED_S["driver"] + FIXED_S["report"] + FIXED_S["worker"] * round(at_once)
+        fixed = paid = min(max(0.0, span - busy), cap)
+    else:
+        return ""
+    study_s = busy + paid
     totals = design.totals()
-    scale = totals["examples_per_trial"] / old_examples if old_examples else 1.0
-    fixed = max(0.0, study_s - span)
-    new_s = totals["trials"] * (sum(walls) / len(walls)) * scale / at_once + fixed
-    size = (totals["trials"] * totals["examples_per_trial"]) / (len(runs) * (old_examples or 1))
+    old_examples = build_design(spec).totals()["examples"]
+    new_s = totals["examples"] * rate / at_once + fixed
+    size = totals["examples"] / old_examples
     return (f"about {duration(new_s)} on this machine ({totals['trials']} trials at the "
             f"{at_once:.2g} at once the finished study ran; from its recorded trial times), "
             f"{size:.2g}× the compute of {spec.study}, which ran {len(runs)} trials in "

@@ -66,6 +66,10 @@ def test_default_smoke_study_records_everything_once(workdir, shared_ray):
     assert set(frame["status"]) == {"finished"}
     assert {"temperature", "batch_size", "derived.steps", "z/uniform", "wall_s"} <= set(frame)
     _assert_baselines_on_the_parent(uri, name, parents[0], outcome.results)
+    # the session's own time and its fixed cost (study next's cost reads them: session_time)
+    session, fixed = (parents[0].data.metrics[k] for k in ("study/session_s",
+                                                           "study/session_fixed_s"))  # fmt: skip
+    assert 0 < fixed < session <= outcome.wall_s
     # the record holds every report: of Tune's own per-trial logs only the JSON its results read
     # is written beside it (its TensorBoard logger would also import torch into the driver)
     tune_folder = workdir / "studies" / name / "ray"
