@@ -171,3 +171,13 @@ def store_with(workdir: Path, *names: str) -> str:
         spec = load_spec(None).model_copy(update={"study": name})
         StudyRecord(uri, name).start_parent(spec, build_design(spec), "")
     return uri
+
+
+def most_at_once(windows: list[tuple[int, int]]) -> int:
+    """The most windows [start, end) open at one moment."""
+    events = sorted([(s, 1) for s, _ in windows] + [(e, -1) for _, e in windows])
+    held = most = 0
+    for _, change in events:
+        held += change
+        most = max(most, held)
+    return most

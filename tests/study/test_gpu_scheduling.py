@@ -18,7 +18,7 @@ import subprocess
 import pyarrow.parquet as pq
 import pytest
 from raynodes import token_cluster
-from studykit import STUDY, child_runs, parent_runs, write_spec
+from studykit import STUDY, child_runs, most_at_once, parent_runs, write_spec
 
 NODE_GPUS = 1
 PER_TRIAL = 0.25
@@ -48,16 +48,6 @@ def run_on(cluster, workdir, name: str, trial: dict) -> subprocess.CompletedProc
          "--storage", str(workdir / "studies")],
         cwd=workdir, env=cluster.env(), capture_output=True, text=True, timeout=900,
     )  # fmt: skip
-
-
-def most_at_once(windows: list[tuple[int, int]]) -> int:
-    """The most windows [start, end) open at one moment."""
-    events = sorted([(s, 1) for s, _ in windows] + [(e, -1) for _, e in windows])
-    held = most = 0
-    for _, change in events:
-        held += change
-        most = max(most, held)
-    return most
 
 
 @pytest.mark.long

@@ -10,7 +10,7 @@ import json
 import subprocess
 
 import pytest
-from studykit import STUDY, child_runs, write_spec
+from studykit import STUDY, child_runs, most_at_once, write_spec
 
 from study.runner import run_study
 
@@ -34,16 +34,6 @@ def test_the_plan_shows_the_memory_a_trial_holds(tmp_path):
                              capture_output=True, text=True, timeout=120)  # fmt: skip
     assert json.loads(as_json.stdout)["resources"] == {
         "workers": 1, "cpu": 1.0, "gpu": 0.0, "memory": 2 * 2**30}  # fmt: skip
-
-
-def most_at_once(windows: list[tuple[int, int]]) -> int:
-    """The most windows [start, end) open at one moment."""
-    events = sorted([(s, 1) for s, _ in windows] + [(e, -1) for _, e in windows])
-    held = most = 0
-    for _, change in events:
-        held += change
-        most = max(most, held)
-    return most
 
 
 @pytest.fixture
