@@ -31,6 +31,10 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
+def _posix(*parts: str) -> str:
+    return Path(*parts).as_posix()  # the made-up files' paths, never written out whole here
+
+
 def test_a_module_is_covered_by_import_by_its_mirror_and_a_script_by_its_name(tmp_path):
     test_map = _load()
     _write(tmp_path / "trainables" / "__init__.py", '"""Only a docstring."""\n')
@@ -41,16 +45,17 @@ def test_a_module_is_covered_by_import_by_its_mirror_and_a_script_by_its_name(tm
     one = "from trainables import a\nimport importlib\nimportlib.import_module('trainables.c')\n"
     _write(tmp_path / "tests" / "x" / "test_one.py", one)
     _write(tmp_path / "tests" / "trainables" / "sub" / "test_b.py", "import trainables\n")
-    _write(tmp_path / "tests" / "x" / "test_two.py", "PATH = 'scripts/tool.py'\n")
+    _write(tmp_path / "tests" / "x" / "test_two.py", "PATH = 'tool.py'\n")
     covered = test_map.coverage_map(tmp_path)
+    one, b = _posix("tests", "x", "test_one.py"), _posix("tests", "trainables", "sub", "test_b.py")
     assert covered == {
-        "trainables": ["tests/trainables/sub/test_b.py", "tests/x/test_one.py"],
-        "trainables.a": ["tests/x/test_one.py"],
-        "trainables.c": ["tests/x/test_one.py"],
-        "trainables.sub.b": ["tests/trainables/sub/test_b.py"],
-        "scripts.tool": ["tests/x/test_two.py"],
+        "trainables": [b, one],
+        "trainables.a": [one],
+        "trainables.c": [one],
+        "trainables.sub.b": [b],
+        "scripts.tool": [_posix("tests", "x", "test_two.py")],
     }
     table = test_map.table(covered | {"trainables.c": []}, tmp_path)
-    assert "| `trainables/c.py` | none |" in table
-    assert "`trainables/__init__.py`" not in table  # a docstring only: nothing to test
+    assert f"| `{_posix('trainables', 'c.py')}` | none |" in table
+    assert "__init__.py" not in table  # a docstring only: nothing to test
     assert table.startswith(test_map.BEGIN) and table.endswith(test_map.END)
