@@ -22,7 +22,6 @@ Every model forbids unknown keys. Values of fixed fields and factors are validat
 
 from __future__ import annotations
 
-import codecs
 import hashlib
 import json
 import math
@@ -32,7 +31,6 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    ConfigDict,
     Field,
     TypeAdapter,
     ValidationError,
@@ -40,36 +38,26 @@ from pydantic import (
     model_validator,
 )
 
+from search_spaces.aims import Goal, Target
 from search_spaces.designs.registry import KIND_NAMES, options_read
+from search_spaces.spec_base import MAX_NAME, StudyError, _Strict
+from search_spaces.study_text import BOMS as BOMS  # re-exported: spec is where callers look
+from search_spaces.study_text import read_study_text, yaml_refusal
 from trainables.config import TrialConfig
 from trainables.machine import parse_size
 from trainables.metrics import better
 from trainables.names import (
     FIELD_SYNONYMS,
     UNKNOWN_KEY,
-    KnownNames,
     choice_error,
     did_you_mean,
     listing,
     unknown,
 )
-from trainables.text import NUMBER, ReadsText, base_type, load_yaml, typed_inputs
+from trainables.text import NUMBER, base_type, load_yaml, typed_inputs
 
 SPEC_DIR = Path(__file__).resolve().parent
 DEFAULT_SPEC = SPEC_DIR / "default.yaml"
-
-
-class StudyError(ValueError):
-    """A study that cannot run: the message names the field and the value."""
-
-
-# The study name names a folder, the Ray experiment (name + a 16-character time stamp, + 6 for
-# ``-smoke``) and the MLflow experiment; file names stop at 255 bytes.
-MAX_NAME = 100
-
-
-class _Strict(ReadsText, KnownNames):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 PRINTED_DIGITS = 6  # the most significant digits a level is shown with anywhere
@@ -463,47 +451,6 @@ class Resources(_Strict):
         return self.workers * (self.memory or 0)
 
 
-class Target(_Strict):
-    """The metric the progress view calls 'best so far', and its direction: by default the
-    catalogue's (:func:`trainables.metrics.better`: a loss, alignment or uniformity is minimised,
-    an accuracy maximised), resolved when the file is read so the canonical file names it."""
-
-    metric: str = "probe/knn_top1_h"
-    mode: Literal["max", "min"] = None  # type: ignore[assignment]
-
-    @model_validator(mode="after")
-    def _direction(self) -> Target:
-        if self.mode is None:
-            object.__setattr__(self, "mode", better(self.metric))
-        return self
-
-
-class Goal(_Strict):
-    """One response's goal for the overall desirability (Derringer & Suich 1980;
-    ``analysis.stats.desirability``): ``max``, ``min`` or ``target`` between ``low`` and ``high``,
-    ``weight`` the shape exponent, ``importance`` its weight in the geometric mean."""
-
-    metric: str
-    goal: Literal["max", "min", "target"]
-    low: float
-    high: float
-    target: float | None = None
-    weight: float = Field(1.0, gt=0)
-    importance: float = Field(1.0, gt=0)
-
-    @model_validator(mode="after")
-    def _reachable(self) -> Goal:
-        if not self.low < self.high:
-            raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
-        if self.goal == "target" and (self.target is None or
-                                      not self.low < self.target < self.high):  # fmt: skip
-            raise ValueError(f"a target goal needs low < target < high, got target = "
-                             f"{self.target}")  # fmt: skip
-        if self.goal != "target" and self.target is not None:
-            raise ValueError(f"target is only for goal: target (this goal is {self.goal})")
-        return self
-
-
 class Confirms(_Strict):
     """What a confirmation study confirms (``study next --confirm``): the finished ``study``'s
     chosen ``point`` (its factor values, selected among that study's points) and its closest
@@ -774,45 +721,6 @@ def in_file(err: StudyError, path: str | Path | None) -> StudyError:
     return err if text.startswith(source) else StudyError(f"{source}: {text}")
 
 
-# byte-order marks, longest first (UTF-32 LE begins with UTF-16 LE's mark)
-BOMS = (
-    (codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
-    (codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)  # fmt: skip
-
-
-def read_study_text(file: str | Path) -> str:
-    """A study file's text: read as its byte-order mark says (UTF-8, UTF-16 or UTF-32, as
-    Windows editors save "Unicode"), else as UTF-8. Anything else is refused naming the file,
-    the byte offset and the fix, never a UnicodeDecodeError's traceback: Latin-1 or another
-    legacy encoding, a file of UTF-16 without its mark, a binary file.
-
-    Raises:
-        StudyError: the file is not text in one of those encodings.
-    """
-    data = Path(file).read_bytes()
-    encoding, start = "utf-8", 0
-    for mark, name in BOMS:
-        if data.startswith(mark):
-            encoding, start = name, len(mark)
-            break
-    try:
-        text = data[start:].decode(encoding)
-    except UnicodeDecodeError as err:
-        offset = start + err.start
-        raise StudyError(
-            f"{file}: not {encoding.upper().replace('-LE', '').replace('-BE', '')} text: byte "
-            f"offset {offset} (0x{data[offset]:02x}) {err.reason}; save it as UTF-8"
-        ) from None
-    if "\x00" in text:
-        raise StudyError(
-            f"{file}: not a text file: a NUL character at offset {text.index(chr(0))} (a binary "
-            "file, or UTF-16 without its byte-order mark); save it as UTF-8"
-        )
-    return text
-
-
 def load_spec(path: str | Path | None = None) -> StudySpec:
     """Read and validate a study file; ``None`` is the embedded default study."""
     return read_spec(path)[0]
@@ -830,25 +738,6 @@ def read_spec(path: str | Path | None = None) -> tuple[StudySpec, str]:
     except yaml.YAMLError as err:
         raise StudyError(yaml_refusal(file, err, text)) from None
     return parse_spec(data, str(file)), text
-
-
-def yaml_refusal(file: Path, err: yaml.YAMLError, text: str | None = None) -> str:
-    """A YAML error said as ``FILE:LINE:COLUMN: problem (context)``, not PyYAML's
-    '"<unicode string>", line 6, column 4' (the text was read before it was parsed)."""
-    mark = getattr(err, "problem_mark", None)
-    problem = getattr(err, "problem", None)
-    if mark is None or problem is None:
-        return f"{file}: not valid YAML: {err}"
-    context = getattr(err, "context", None)
-    where = f"{file}:{mark.line + 1}:{mark.column + 1}"
-    lines = (mark.buffer or text or "").splitlines()  # libyaml's marks carry no buffer
-    line = lines[mark.line] if mark.line < len(lines) else ""
-    hint = ""
-    if "mapping values are not allowed" in problem:
-        hint = " (check the indentation of this line against the keys above it)"
-    pointer = f"\n  {line}\n  {' ' * mark.column}^" if line.strip() else ""
-    said = f"{problem}{f' ({context})' if context else ''}{hint}"
-    return f"{where}: not valid YAML: {said}{pointer}"
 
 
 def shipped_studies() -> list[str]:

@@ -30,6 +30,7 @@ import shutil
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -550,6 +551,41 @@ def _with_contents(body: str, marker: str) -> str:
     return body.replace(marker, toc, 1)
 
 
+def _draw_figures(
+    analysis: StudyAnalysis,
+    history: pd.DataFrame | None,
+    inputs: dict[str, Any],
+    figures_dir: Path,
+) -> tuple[dict[str, list[Path]], int]:
+    """The report's figures saved under ``figures_dir`` (name -> (png, svg)) and the threads to
+    embed them with. The figure package (matplotlib: half a second of imports) is imported only
+    here, to draw."""
+    from analysis.report.plots import iter_figures, save_figures, usable_cores
+
+    # each figure drawn as soon as it is made, while the next are made
+    made = iter_figures(analysis.results, history=history, **inputs)
+    saved = save_figures(made, figures_dir)
+    return saved, max(1, min(len(saved), usable_cores()))
+
+
+def _copy_panels(
+    panels: Mapping[str, str | Path], out: Path
+) -> tuple[dict[str, Path], dict[str, Path]]:
+    """The source-return panels copied to ``out/source_return/`` (label -> the copy), and those
+    whose file is not there (label -> the path given)."""
+    shown: dict[str, Path] = {}
+    missing: dict[str, Path] = {}
+    for i, (label, png) in enumerate(panels.items(), start=1):
+        if not Path(png).is_file():
+            missing[label] = Path(png)
+            continue
+        copy = out / "source_return" / f"{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', label)}.png"
+        copy.parent.mkdir(exist_ok=True)
+        shutil.copyfile(png, copy)
+        shown[label] = copy
+    return shown, missing
+
+
 def write_report(
     analysis: StudyAnalysis,
     out_dir: str | Path,
@@ -590,14 +626,7 @@ def write_report(
     inputs = figure_inputs(analysis)
     surfaces, unnamed = inputs["surfaces"], inputs["no_optimum"]
     written: dict[str, Path] = {}
-    saved, cores = {}, 1
-    if figures:  # the figure package (matplotlib: half a second of imports) only to draw
-        from analysis.report.plots import iter_figures, save_figures, usable_cores
-
-        # each figure drawn as soon as it is made, while the next are made
-        made = iter_figures(analysis.results, history=history, **inputs)
-        saved = save_figures(made, figures_dir)
-        cores = max(1, min(len(saved), usable_cores()))
+    saved, cores = _draw_figures(analysis, history, inputs, figures_dir) if figures else ({}, 1)
     written |= {f"figure:{name}": png for name, (png, _) in saved.items()}
     # the embeddings (a palette PNG each: seconds for a study's figures) are made in threads,
     # as Pillow works without the GIL, while this thread writes the card and the JSON
@@ -605,15 +634,8 @@ def write_report(
         uris = {n: embedding.submit(_figure_data_uri, png, svg) for n, (png, svg) in saved.items()}
         no_contours = [r for r in surfaces if r in unnamed and sum(
             surfaces[r].coding[f].kind == "numeric" for f in surfaces[r].factors) >= 2]  # fmt: skip
-        shown, missing = {}, {}
-        for i, (label, png) in enumerate((panels or {}).items(), start=1):
-            if not Path(png).is_file():
-                missing[label] = Path(png)
-                continue
-            copy = out / "source_return" / f"{i}_{re.sub(r'[^A-Za-z0-9._-]+', '_', label)}.png"
-            copy.parent.mkdir(exist_ok=True)
-            shutil.copyfile(png, copy)
-            shown[label] = written[f"source_return:{label}"] = copy
+        shown, missing = _copy_panels(panels or {}, out)
+        written |= {f"source_return:{label}": copy for label, copy in shown.items()}
         examples = {label: None for label in shown} | dict(source_return or {})
         card = evidence_card(analysis.results, source_return=examples or None)
         (out / "evidence.md").write_text(card.to_markdown())
