@@ -141,9 +141,12 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
     return store_state(uri, study, spec).recorded
 
 
-def store_state(uri: str, study: str, spec: StudySpec | None = None) -> StoreState:
+def store_state(
+    uri: str, study: str, spec: StudySpec | None = None, experiment: Any | None = None
+) -> StoreState:
     """The tracking store's state for this study, read without writing anything, the study's
-    experiment looked up once (:class:`StoreState`).
+    experiment looked up once (:class:`StoreState`; ``experiment``: found already in this store,
+    nothing written since: not looked up again).
 
     Refuses (StudyError, naming what to run) a study whose MLflow experiment was deleted, an
     experiment of that name that holds runs of something else, a study whose parent run was
@@ -156,7 +159,8 @@ def store_state(uri: str, study: str, spec: StudySpec | None = None) -> StoreSta
     shown = redacted(uri)  # a server's URI may carry a password: never shown
     client = read_client(uri)
     try:
-        experiment = find_experiment(client, study)
+        if experiment is None:
+            experiment = find_experiment(client, study)
         if experiment is None:
             return StoreState(uri, study, store_exists=True)
         eid = experiment.experiment_id

@@ -236,10 +236,12 @@ def run_study(
     smoke: bool = False,
     quiet: bool = False,
     figures: bool = True,
+    experiment=None,
 ) -> StudyOutcome:
     """``study run``: validate, record, run what is missing, export. See the module docstring.
     ``opened``: the study as ``study run`` read it (:func:`study.opened_study.open_study`);
-    else the file at ``spec_path`` is read here.
+    else the file at ``spec_path`` is read here. ``experiment``: the study's experiment as
+    ``study run`` already found it in the store at ``tracking_uri`` (not looked up again).
 
     Raises:
         StudyError: the study file, data, store or resources are wrong; nothing was written.
@@ -251,7 +253,7 @@ def run_study(
     opened = opened or open_study(spec_path, smoke)
     spec, design, source_text = opened.spec, opened.design, opened.source_text
     tracking_uri = tracking_uri or default_tracking_uri()
-    store = preflight(spec, design, tracking_uri, address)  # the experiment looked up once
+    store = preflight(spec, design, tracking_uri, address, experiment)  # looked up once
     typed_address = address
     if address:  # the cluster is reached before anything is recorded: refused in seconds
         address = reach_cluster(address)
