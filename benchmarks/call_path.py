@@ -18,8 +18,9 @@ Printed per thread: the stays (with ``--verbose``), the number of stays, the dis
 the returns (a stay in a file the path had already left before). Then, over every thread until
 the launch, how often the study is read and its record and data looked up (:data:`COUNTED`):
 the study file opened and parsed (``read_study_text``), the design built (``build_design``),
-the experiment looked up (``find_experiment``) and the data listed (``bucket_snapshot``: a
-bucket's listing; data on this machine, and the toy and digits data, are never listed).
+the experiment looked up (``find_experiment``: every call, finding one or not) and the data
+listed (``snapshot``: a bucket's listing taken, not one kept and given again; data on this
+machine, and the toy and digits data, are never listed).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ COUNTED = {
     ("search_spaces/spec.py", "read_study_text"): "the study file opened and parsed",
     ("search_spaces/designs/build.py", "build_design"): "the design built",
     ("analysis/reading/record.py", "find_experiment"): "the experiment looked up",
-    ("trainables/remote.py", "bucket_snapshot"): "the data listed",
+    ("trainables/remote.py", "snapshot"): "the data listed",
 }
 
 

@@ -260,6 +260,17 @@ def run(
     ] = True,
 ) -> None:
     """Run a study on Ray Tune; running an existing study again resumes it."""
+    from trainables.remote import listings_kept
+
+    with listings_kept():  # the data's bucket listed once in this run
+        _run(spec, address, tracking_uri, storage, max_concurrent, smoke, figures)
+
+
+def _run(
+    spec: str | None, address: str | None, tracking_uri: str | None, storage: str | None,
+    max_concurrent: int | None, smoke: bool, figures: bool,
+) -> None:  # fmt: skip
+    """``study run``'s work (see :func:`run`)."""
     from study.finished import finished_run_lines
     from study.opened_study import open_study
 
@@ -267,7 +278,8 @@ def run(
         opened = open_study(spec, smoke)
     except StudyError as err:
         _fail(err)
-    done = finished_run_lines(opened, tracking_uri=tracking_uri, storage=storage)
+    found: list = []  # the study's experiment, should the shortcut look it up and find it
+    done = finished_run_lines(opened, tracking_uri=tracking_uri, storage=storage, found=found)
     if done is not None:  # nothing to run: the stored findings, without starting a driver
         for line in done:
             echo(line)
@@ -287,6 +299,7 @@ def run(
         outcome = run_study(
             spec, opened=opened, address=address, tracking_uri=tracking_uri, storage=storage,
             max_concurrent=max_concurrent, smoke=smoke, figures=figures,
+            experiment=found[0] if found else None,
         )  # fmt: skip
     except StudyInterruptedError as err:  # 128 + the signal, as a shell reports it: 130, 143
         echo(f"interrupted: {err}", err=True)

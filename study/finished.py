@@ -152,19 +152,23 @@ def stored_report(
 
 
 def finished_run_lines(
-    opened, *, tracking_uri: str | None, storage: str | None
+    opened, *, tracking_uri: str | None, storage: str | None, found: list | None = None
 ) -> list[str] | None:
     """What ``study run`` prints for a study with nothing left to run ("nothing to run", the
     stored headline, where the report, the results and the record are), or None when the
     ordinary run must answer (see the module docstring). ``opened``: the study as ``study
-    run`` read it (:class:`study.opened_study.OpenedStudy`). Never writes; any doubt is None."""
+    run`` read it (:class:`study.opened_study.OpenedStudy`). Never writes; any doubt is None.
+    ``found``: the study's experiment, when it looks one up and finds it, is put there (the
+    ordinary run's checks take it instead of looking again)."""
     try:
-        return _lines(opened, tracking_uri, storage)
+        return _lines(opened, tracking_uri, storage, [] if found is None else found)
     except Exception:  # the ordinary run says what is wrong, with its own words
         return None
 
 
-def _lines(opened, tracking_uri, storage) -> list[str] | None:
+def _lines(opened, tracking_uri, storage, found: list) -> list[str] | None:
+    from analysis.reading.record import find_experiment
+    from analysis.reading.store import read_client, store_exists
     from study.record import StudyRecord
     from study.tracking_store import default_tracking_uri
     from trainables.remote import is_remote
@@ -173,12 +177,16 @@ def _lines(opened, tracking_uri, storage) -> list[str] | None:
         return None
     spec = opened.spec
     uri = tracking_uri or default_tracking_uri()
-    if not uri.startswith("sqlite:///"):
+    if not uri.startswith("sqlite:///") or not store_exists(uri):
         return None
-    try:
-        record = StudyRecord.existing(uri, spec.study, read_only=True)
-    except LookupError:
+    client = read_client(uri)
+    experiment = find_experiment(client, spec.study)
+    if experiment is None:
         return None
+    found.append(experiment)
+    if experiment.lifecycle_stage != "active":
+        return None
+    record = StudyRecord.reading(uri, spec.study, client, experiment.experiment_id)
     parent = record.parent()
     if parent is None or parent.info.status != "FINISHED":
         return None

@@ -64,12 +64,14 @@ TAKEOVER_TAG = "study.driver_takeover"
 
 
 def study_lease(
-    study: Storage, tracking_uri: str, name: str, make_record, meanwhile=None
-) -> DriverLease:
+    study: Storage, tracking_uri: str, name: str, make_record, meanwhile=None,
+    experiment_id: str | None = None,
+) -> DriverLease:  # fmt: skip
     """The lease of study ``name``, held in its storage ``study`` and in the tracking store
-    (``make_record()`` makes the study's record, its experiment, when the lease is taken);
+    (``make_record()`` makes the study's record, its experiment, when the lease is taken;
+    ``experiment_id``: the study's experiment, when already found there);
     ``meanwhile()`` is done while the lease settles (see :class:`DriverLease`)."""
-    places = [StorageLease(study), TrackingLease(tracking_uri, name, make_record)]
+    places = [StorageLease(study), TrackingLease(tracking_uri, name, make_record, experiment_id)]
     return DriverLease(name, places, meanwhile)
 
 
@@ -169,12 +171,17 @@ class StorageLease:
 class TrackingLease:
     """The lease in the tracking store: a tag of the study's experiment. Reading never creates
     anything (no experiment: no lease); the first write creates the study's experiment, as the
-    driver would next (``make_record``), so a refused driver leaves the store as it was."""
+    driver would next (``make_record``), so a refused driver leaves the store as it was. The
+    experiment, once found or made (or given: ``experiment_id``), is not looked up again while it
+    is there (renamed or deleted, it keeps its id); one removed for good is looked up afresh."""
 
-    def __init__(self, tracking_uri: str, study: str, make_record) -> None:
+    def __init__(
+        self, tracking_uri: str, study: str, make_record, experiment_id: str | None = None
+    ) -> None:
         self.uri, self.study, self.make_record = tracking_uri, study, make_record
         self.where = f"{redacted(tracking_uri)} (experiment {study!r}, tag {LEASE_TAG})"
         self._said = False
+        self._eid = experiment_id
 
     def _client(self):
         from mlflow.tracking import MlflowClient  # imported by the driver only (seconds)
@@ -182,6 +189,8 @@ class TrackingLease:
         return MlflowClient(self.uri)  # one per call: the heartbeat runs in its own thread
 
     def experiment_id(self) -> str | None:
+        if self._eid is not None:
+            return self._eid
         if self.uri.startswith("sqlite:///") and not os.path.isfile(
             self.uri.removeprefix("sqlite:///")
         ):
@@ -189,19 +198,45 @@ class TrackingLease:
         from analysis.reading.record import find_experiment
 
         experiment = find_experiment(self._client(), self.study)
-        return None if experiment is None else experiment.experiment_id
+        self._eid = None if experiment is None else experiment.experiment_id
+        return self._eid
+
+    def _made(self) -> str:
+        """The study's experiment, made with its record (``make_record``)."""
+        self._eid = self.make_record().experiment_id
+        return self._eid
+
+    def _experiment(self):
+        """(a client, the study's experiment as the store holds it now); None for the
+        experiment when there is none (one removed for good since it was found is looked up
+        afresh). No client is made, and nothing created, where there is no store yet."""
+        eid = self.experiment_id()
+        if eid is None:
+            return None, None
+        from mlflow.exceptions import MlflowException
+
+        client = self._client()
+        try:
+            return client, client.get_experiment(eid)
+        except MlflowException as err:
+            if err.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+        self._eid = None
+        eid = self.experiment_id()
+        return client, None if eid is None else client.get_experiment(eid)
 
     def prepare(self) -> None:
         """Import MLflow and create the store and the study's experiment (seconds for a new
-        store), so that writing the lease is one quick tag."""
-        if self.experiment_id() is None:
-            self.make_record()
+        store), so that writing the lease is one quick tag. Not found, the experiment is not
+        looked up again here: the record looks for it before it creates it."""
+        if self._eid is None:
+            self._made()
 
     def read(self) -> Holder | None:
-        eid = self.experiment_id()
-        if eid is None:
+        _, experiment = self._experiment()
+        if experiment is None:
             return None
-        text = self._client().get_experiment(eid).tags.get(LEASE_TAG)
+        text = experiment.tags.get(LEASE_TAG)
         holder = Holder.from_text(text)
         if holder is None and text and text.strip() and not self._said:
             self._said = True  # the lease written next replaces it: said once, kept in words
@@ -210,8 +245,9 @@ class TrackingLease:
         return holder
 
     def write(self, holder: Holder) -> None:
-        eid = self.experiment_id() or self.make_record().experiment_id
-        self._client().set_experiment_tag(eid, LEASE_TAG, holder.to_text())
+        client, experiment = self._experiment()
+        eid = self._made() if experiment is None else experiment.experiment_id
+        (client or self._client()).set_experiment_tag(eid, LEASE_TAG, holder.to_text())
 
     def clear(self) -> None:
         eid = self.experiment_id()

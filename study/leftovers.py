@@ -14,12 +14,16 @@ import contextlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from analysis.reading.record import find_experiment
 from analysis.reading.sqlite_reader import ALL
 from analysis.reading.store import read_client, store_exists
 from study.internals.mlflow import hard_delete_experiment
 from study.storage import open_storage
+
+if TYPE_CHECKING:
+    from study.record import StoreState
 
 
 @dataclass(frozen=True)
@@ -34,13 +38,21 @@ class Leftovers:
     new_storage: Path | None  # the local storage's root folder
 
     @classmethod
-    def before(cls, tracking_uri: str, study: str, where: str | Path | None) -> Leftovers:
-        """What is there now, read without writing (``where``: ``--storage`` as typed)."""
-        new_store = not store_exists(tracking_uri)
+    def before(
+        cls, tracking_uri: str, study: str, where: str | Path | None,
+        state: StoreState | None = None,
+    ) -> Leftovers:  # fmt: skip
+        """What is there now, read without writing (``where``: ``--storage`` as typed;
+        ``state``: the store as the preflight found it, nothing written since: not read again)."""
         embedded = tracking_uri.startswith("sqlite:///")  # a server's is never removed: unread
-        new_experiment = new_store or (
-            embedded and find_experiment(read_client(tracking_uri), study) is None
-        )
+        if state is not None:
+            new_store = not state.store_exists
+            new_experiment = new_store or (embedded and state.experiment is None)
+        else:
+            new_store = not store_exists(tracking_uri)
+            new_experiment = new_store or (
+                embedded and find_experiment(read_client(tracking_uri), study) is None
+            )
         folder, root = _local_folders(where, study)
         return cls(tracking_uri, study, new_store, new_experiment,
                    None if folder is None or folder.exists() else folder,

@@ -12,7 +12,7 @@ from search_spaces.spec import StudyError, StudySpec
 from study.capacity import check_resources, local_capacity
 from study.cluster import check_token_auth_ray
 from study.paths import download_folder, writable_folder
-from study.record import check_plan_fits, check_store
+from study.record import StoreState, check_plan_fits, store_state
 from study.storage import Storage, check_writable, open_storage
 from study.tracking_store import check_tracking_uri
 from trainables.machine import cpus_why
@@ -21,12 +21,14 @@ from trainables.sources import check_data
 
 
 def preflight(
-    spec: StudySpec, design: FixedDesign | AdaptiveDesign, tracking_uri: str, address: str | None
-) -> bool:
+    spec: StudySpec, design: FixedDesign | AdaptiveDesign, tracking_uri: str, address: str | None,
+    experiment=None,
+) -> StoreState:  # fmt: skip
     """Everything checkable before Ray starts or anything is written; raises StudyError naming
     the field and value: the data, every trial's fit in MLflow's limits, the tracking store and
     this study's state in it (deleted, changed study file), and this machine's resources.
-    Returns whether the study is already recorded (a resume)."""
+    Returns the store's state for the study (its experiment as found; ``recorded``: a resume).
+    ``experiment``: the study's experiment, already found in that store (not looked up again)."""
     check_token_auth_ray()  # a token asked of a Ray that has no token authentication
     sample = design.sample_config()
     try:
@@ -40,7 +42,7 @@ def preflight(
         check_resources(spec, local_capacity(), "this machine (no --address: the study runs here)",
                         why=cpus_why())  # fmt: skip
     check_tracking_uri(tracking_uri, writing=True)  # the study writes its record there
-    return check_store(tracking_uri, spec.study, spec)
+    return store_state(tracking_uri, spec.study, spec, experiment)
 
 
 def checked_storage(where: str | Path | None) -> Storage:

@@ -28,6 +28,7 @@ import math
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -120,9 +121,32 @@ UNCHOSEN_KINDS = (
 SUMMARY_PREFIX = "study/"
 
 
+@dataclass(frozen=True)
+class StoreState:
+    """The tracking store as ``study run`` found it before writing anything (:func:`store_state`):
+    the study's experiment looked up once, for every check of the record that follows (the
+    leftovers a stopped run removes, the lease, the record opened)."""
+
+    uri: str
+    study: str
+    store_exists: bool  # False: a new embedded store (its file is not there)
+    experiment: Any | None = None  # as find_experiment found it; None: no trace of the study
+    recorded: bool = False  # the study has a parent run: a resume
+
+
 def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
     """The tracking store's state for this study, read without writing anything; True when the
     study is already recorded (it has a parent run), False for a study new to this store.
+    Refuses as :func:`store_state` does."""
+    return store_state(uri, study, spec).recorded
+
+
+def store_state(
+    uri: str, study: str, spec: StudySpec | None = None, experiment: Any | None = None
+) -> StoreState:
+    """The tracking store's state for this study, read without writing anything, the study's
+    experiment looked up once (:class:`StoreState`; ``experiment``: found already in this store,
+    nothing written since: not looked up again).
 
     Refuses (StudyError, naming what to run) a study whose MLflow experiment was deleted, an
     experiment of that name that holds runs of something else, a study whose parent run was
@@ -130,13 +154,15 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
     the study first ran.
     """
     if not store_exists(uri):
-        return False  # a new embedded store: nothing in it yet (and reading would create it)
+        # a new embedded store: nothing in it yet (and reading would create it)
+        return StoreState(uri, study, store_exists=False)
     shown = redacted(uri)  # a server's URI may carry a password: never shown
     client = read_client(uri)
     try:
-        experiment = find_experiment(client, study)
         if experiment is None:
-            return False
+            experiment = find_experiment(client, study)
+        if experiment is None:
+            return StoreState(uri, study, store_exists=True)
         eid = experiment.experiment_id
         if experiment.lifecycle_stage != "active":
             restore = mlflow_command(uri, "experiments", "restore", "--experiment-id", eid)
@@ -146,10 +172,11 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
                 f"Restore it to resume the study: {restore} — or delete it for good ({purge}) "
                 "to start afresh, or give the study another name"
             )
+        found = StoreState(uri, study, True, experiment)
         if study_runs(client, eid, PARENT):
             if spec is not None:  # read as the rest is: no MLflow unless the file changed
-                StudyRecord.existing(uri, study, read_only=True).check_spec(spec)
-            return True
+                StudyRecord.reading(uri, study, client, eid).check_spec(spec)
+            return StoreState(uri, study, True, experiment, recorded=True)
         deleted = client.search_runs(
             [eid], filter_string=f"tags.`{ROLE_TAG}` = '{PARENT}'",
             run_view_type=DELETED_ONLY, max_results=10,
@@ -165,7 +192,7 @@ def check_store(uri: str, study: str, spec: StudySpec | None = None) -> bool:
                 f"study {study!r}: the MLflow experiment of that name (id {eid}) in {shown} "
                 "holds runs that are not this study's; give the study another name"
             )
-        return False
+        return found
     except StudyError:
         raise
     except Exception as err:  # MLflow's, or SQLite's through the reader
@@ -238,11 +265,17 @@ def _create_experiment(client, study: str, location: str | None) -> str:
 class StudyRecord:
     """Reads and writes one study's runs in one MLflow tracking store."""
 
-    def __init__(self, tracking_uri: str, study: str, artifact_root: str | Path | None = None):
+    def __init__(
+        self, tracking_uri: str, study: str, artifact_root: str | Path | None = None,
+        experiment: Any | None = None,
+    ) -> None:  # fmt: skip
+        """``experiment``: the study's experiment as already found in this store (by
+        :func:`store_state`), not looked up again; None: looked up here, created when absent."""
         create_store(tracking_uri)
         _bind_mlflow()
         client = writing_client(tracking_uri)
-        experiment = find_experiment(client, study)
+        if experiment is None:
+            experiment = find_experiment(client, study)
         if experiment is not None and experiment.name != study:  # renamed in MLflow's UI
             say(f"study {study!r}: its MLflow experiment (id {experiment.experiment_id}) is "
                 f"named {experiment.name!r} now; recording into it, not a new one")  # fmt: skip
@@ -281,8 +314,14 @@ class StudyRecord:
             raise LookupError(unknown_study(tracking_uri, study))
         if not read_only:
             return cls(tracking_uri, study)
+        return cls.reading(tracking_uri, study, client, experiment.experiment_id)
+
+    @classmethod
+    def reading(cls, tracking_uri: str, study: str, client, experiment_id: str) -> StudyRecord:
+        """The record of the study's experiment ``experiment_id``, already found, read through
+        ``client`` (a reading one: nothing is written)."""
         record = cls.__new__(cls)
-        record._open(tracking_uri, study, client, experiment.experiment_id)
+        record._open(tracking_uri, study, client, experiment_id)
         return record
 
     def __getstate__(self) -> dict[str, Any]:

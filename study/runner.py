@@ -55,7 +55,7 @@ from study.mlflow_views import start_described_parent
 from study.opened_study import OpenedStudy, open_study
 from study.preflight import checked_storage, preflight
 from study.progress import ProgressView, StudyProgress
-from study.record import StudyRecord
+from study.record import StoreState, StudyRecord
 from study.session_time import record_session
 from study.stop_signals import (
     StudyInterruptedError,
@@ -223,7 +223,7 @@ class _Driven:
     study: Storage  # the study's own folder in the storage
     rerun: str
     artifacts: str | None
-    recorded: bool  # the study was in the store already: a resume
+    store: StoreState  # the tracking store as the preflight found it (``recorded``: a resume)
 
 
 def run_study(
@@ -237,10 +237,12 @@ def run_study(
     smoke: bool = False,
     quiet: bool = False,
     figures: bool = True,
+    experiment=None,
 ) -> StudyOutcome:
     """``study run``: validate, record, run what is missing, export. See the module docstring.
     ``opened``: the study as ``study run`` read it (:func:`study.opened_study.open_study`);
-    else the file at ``spec_path`` is read here.
+    else the file at ``spec_path`` is read here. ``experiment``: the study's experiment as
+    ``study run`` already found it in the store at ``tracking_uri`` (not looked up again).
 
     Raises:
         StudyError: the study file, data, store or resources are wrong; nothing was written.
@@ -252,17 +254,18 @@ def run_study(
     opened = opened or open_study(spec_path, smoke)
     spec, design, source_text = opened.spec, opened.design, opened.source_text
     tracking_uri = tracking_uri or default_tracking_uri()
-    recorded = preflight(spec, design, tracking_uri, address)
+    store = preflight(spec, design, tracking_uri, address, experiment)  # looked up once
     typed_address = address
     if address:  # the cluster is reached before anything is recorded: refused in seconds
         address = reach_cluster(address)
     check_local_ray(address)  # a Ray that cannot start is said before anything is made
-    made = Leftovers.before(tracking_uri, spec.study, storage)  # removed should Ray not start
+    # what this run makes, removed should Ray not start
+    made = Leftovers.before(tracking_uri, spec.study, storage, store)
     storage = checked_storage(storage)
     driven = _Driven(
         spec, design, source_text, tracking_uri, address, storage, storage.sub(spec.study),
         rerun_command(opened.path, opened.smoke, tracking_uri, storage, figures, typed_address),
-        storage.uri_of("mlartifacts") if tracking_uri.startswith("sqlite") else None, recorded,
+        storage.uri_of("mlartifacts") if tracking_uri.startswith("sqlite") else None, store,
     )  # fmt: skip
     return _drive(driven, made, t0, max_concurrent=max_concurrent, quiet=quiet, figures=figures)
 
@@ -275,19 +278,25 @@ def _drive(
     this run ``made`` is removed should Ray not start."""
     spec, tracking_uri = driven.spec, driven.tracking_uri
 
-    # the lease comes before anything is run or ended: a live driver's runs are its own
+    # the lease comes before anything is run or ended: a live driver's runs are its own. The
+    # record is opened once: by the lease, should it make the study's experiment, or below
+    found = driven.store.experiment
+    made_records: list[StudyRecord] = []
+
     def make_record() -> StudyRecord:
-        return StudyRecord(tracking_uri, spec.study, driven.artifacts)
+        made_records.append(StudyRecord(tracking_uri, spec.study, driven.artifacts, found))
+        return made_records[-1]
 
     lease = study_lease(driven.study, tracking_uri, spec.study, make_record,
-                        functools.partial(load_report_modules, figures))  # fmt: skip
+                        functools.partial(load_report_modules, figures),
+                        None if found is None else found.experiment_id)  # fmt: skip
     lease.on_lost = lease_lost
     ray_here = DriverRay(driven.address, spec, max_concurrent or spec.max_concurrent)
     # a new study runs every trial: its Ray starts while the lease is taken (see entered_beside)
     with (
         made.removed_on(RayStartError),
         ray_here,
-        entered_beside(lease, None if driven.recorded else ray_here.start),
+        entered_beside(lease, None if driven.store.recorded else ray_here.start),
         held(lease),
     ):
         opened: list[tuple[StudyRecord, str]] = []  # the record and parent, once open
@@ -295,8 +304,8 @@ def _drive(
         try:
             with ray_here:  # Ray stops before the lease is let go: no trial outlives it
                 record, parent_id = _open_record(
-                    tracking_uri, spec, driven.design, driven.source_text, driven.artifacts,
-                    driven.rerun,
+                    made_records[-1] if made_records else make_record(), spec, driven.design,
+                    driven.source_text, driven.rerun,
                 )  # fmt: skip
                 opened.append((record, parent_id))
                 ran = _run_opened(
@@ -438,13 +447,12 @@ def entered_beside(context, work=None):
 
 
 def _open_record(
-    tracking_uri: str, spec: StudySpec, design, source_text: str, artifacts: Path | None,
-    rerun: str,
-) -> tuple[StudyRecord, str]:  # fmt: skip
-    """The study's record, with runs a dead driver left RUNNING ended (this driver holds the
-    lease: no live one runs them) and the parent started. The command that resumes the study is
-    kept with it, for what reads the record to print should this driver be killed outright."""
-    record = StudyRecord(tracking_uri, spec.study, artifacts)
+    record: StudyRecord, spec: StudySpec, design, source_text: str, rerun: str
+) -> tuple[StudyRecord, str]:
+    """The study's ``record``, with runs a dead driver left RUNNING ended (this driver holds
+    the lease: no live one runs them) and the parent started. The command that resumes the
+    study is kept with it, for what reads the record to print should this driver be killed
+    outright."""
     record_opened(record)  # a stop from now on ends its unfinished runs at once
     orphans = record.end_orphans()
     if orphans:

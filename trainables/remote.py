@@ -106,10 +106,39 @@ def _fail(uri: str, reason: str) -> ValueError:
     return ValueError(f"data_root={redacted(uri)!r}: {redacted(reason)}")
 
 
+# A bucket's listings kept while listings_kept() holds (``study run``): URI -> its listing
+_KEPT: dict[str, Snapshot] | None = None
+
+
+@contextmanager
+def listings_kept() -> Iterator[None]:
+    """Within the block, each bucket is listed once (:func:`bucket_snapshot`): its listing is
+    kept and given again, as ``study run`` reads its data several times before its launch (the
+    target metric's evidence, the preflight's check, the baselines' data key). Outside it every
+    call lists afresh, so a long-lived process never serves a stale listing."""
+    global _KEPT
+    outer = _KEPT
+    if outer is None:
+        _KEPT = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _KEPT = None
+
+
 def bucket_snapshot(uri: str | None) -> Snapshot | None:
-    """The listing of ``uri`` when it names a remote filesystem (:func:`snapshot`), None for a
-    local folder or a ``file://`` URI."""
-    return snapshot(uri) if is_remote(uri) else None
+    """The listing of ``uri`` when it names a remote filesystem (:func:`snapshot`; within
+    :func:`listings_kept`, the one already taken), None for a local folder or a ``file://``
+    URI."""
+    if not is_remote(uri):
+        return None
+    kept = _KEPT
+    if kept is None:
+        return snapshot(uri)
+    if uri not in kept:
+        kept[uri] = snapshot(uri)
+    return kept[uri]
 
 
 def snapshot(uri: str) -> Snapshot:

@@ -239,3 +239,25 @@ def test_the_recorded_dataset_names_the_bucket_and_fingerprints_its_content(buck
     assert not cache.exists()  # fingerprinted from a listing, nothing downloaded
     s3_client().put_object(Bucket="pics", Key="imgs/dogs/notes.txt", Body=b"new")
     assert training_dataset(config(URI)).dataset.digest != first.digest
+
+
+def test_within_listings_kept_a_bucket_is_listed_once_and_afresh_outside(
+    bucket_images, monkeypatch
+):
+    """``study run`` reads the data's bucket three times before its launch (the target metric's
+    evidence, the preflight's check, the baselines' data key): listed once, within
+    ``listings_kept``; outside it, every read lists afresh (no stale listing in a long-lived
+    process)."""
+    listed = []
+    real = remote.snapshot
+    monkeypatch.setattr(remote, "snapshot", lambda uri: listed.append(uri) or real(uri))
+    with remote.listings_kept():
+        assert has_groups(config(URI))  # the images carry groups.csv
+        check_data(config(URI))
+        key = data_key(config(URI))
+        with remote.listings_kept():  # nested: the outer run's listings still serve
+            assert data_key(config(URI)) == key
+    assert listed == [URI]
+    assert data_key(config(URI)) == key
+    data_key(config(URI))
+    assert listed == [URI] * 3
