@@ -43,7 +43,7 @@ DEFAULT_STUDY = ROOT / "search_spaces" / "toy_phase_diagram.yaml"
 
 # what is counted until the launch: (file under ROOT, function) -> the words printed
 COUNTED = {
-    ("search_spaces/spec.py", "read_study_text"): "the study file opened and parsed",
+    ("search_spaces/study_text.py", "read_study_text"): "the study file opened and parsed",
     ("search_spaces/designs/build.py", "build_design"): "the design built",
     ("analysis/reading/record.py", "find_experiment"): "the experiment looked up",
     ("trainables/remote.py", "snapshot"): "the data listed",

@@ -85,3 +85,16 @@ def test_cheap_answers_benchmark_smoke():
 def test_estimate_benchmark_smoke():
     out = run(sys.executable, "benchmarks/estimate.py", "--smoke")
     assert re.search(r"default \(smoke\): estimated \d+ s \(in [\d.]+ s\), measured \d+ s", out)
+
+
+def test_call_path_reads_the_study_once_and_looks_its_experiment_up_once():
+    """``benchmarks/call_path.py`` runs ``study run`` to the launch: the study file is opened and
+    parsed once, the design built once, the experiment looked up once (the toy study it runs
+    lists no data); a 0 where 1 is expected means the counter no longer finds the function it
+    counts (it moved)."""
+    out = run(sys.executable, "benchmarks/call_path.py")
+    counts = re.search(r"until the launch, in every thread: (.*)", out)
+    assert counts, out
+    said = dict(re.findall(r"(the [a-z ]+?) (\d+)(?:;|$)", counts.group(1)))
+    assert said == {"the study file opened and parsed": "1", "the design built": "1",
+                    "the experiment looked up": "1", "the data listed": "0"}, said  # fmt: skip
