@@ -185,8 +185,9 @@ def _reported(folder: Path) -> tuple[Path, str]:
 
 def _cheap(file: Path, uri: str) -> list[str] | None:
     from study.finished import finished_run_lines
+    from study.opened_study import open_study
 
-    return finished_run_lines(str(file), smoke=False, tracking_uri=uri, storage=None)
+    return finished_run_lines(open_study(str(file), False), tracking_uri=uri, storage=None)
 
 
 def _log_final(uri: str, key: str, metric: str, value: float) -> None:
