@@ -24,9 +24,13 @@ from trainables.sources import has_groups
 STATUSES = ("finished", "diverged", "collapsed")
 # metrics the catalogue knows are lower-is-better: a loss, alignment (the mean squared distance
 # between the two views' embeddings) and uniformity (the log of the mean Gaussian potential),
-# Wang & Isola (2020), with their per-class and worst-class variants; a target or objective
-# that names one without a mode is minimised
-LOWER_IS_BETTER = re.compile(r"(^|/)([a-z_]*loss|align|uniform)(_[a-z0-9_]+)?$")
+# Wang & Isola (2020), with their per-class and worst-class variants; a probe's gap between
+# all classes and the worst one; the shares of zero rows and of false negatives; and times.
+# A target or objective that names one without a mode is minimised
+LOWER_IS_BETTER = re.compile(
+    r"(^|/)([a-z_]*loss|align|uniform)(_[a-z0-9_]+)?$"
+    r"|_class_gap$|(^|/)zero_rows$|(^|/)false_negative_rate$|^time/"
+)
 
 
 def better(metric: str) -> str:

@@ -33,6 +33,11 @@ PLAIN = {
     "train/loss": "min", "probe/knn_top1": "max", "probe/knn_top1_z": "max",
     "probe/linear_top1_h": "max", "z/effective_rank": "max",
     "probe/knn_top1_z_worst_class": "max",
+    # lower is better although the name says neither: overall − worst class, the share of
+    # pairs with a zero row, of anchors whose hardest negative shares their label, and seconds
+    "probe/knn_top1_z_class_gap": "min", "probe/linear_top1_h_class_gap": "min",
+    "z/zero_rows": "min", "sim/false_negative_rate": "min", "time/train_s": "min",
+    "time/eval_s": "min", "sim/pos_mean": "max",
 }  # fmt: skip
 
 
