@@ -29,8 +29,8 @@ from browserkit import (
 def smoke_study(tmp_path_factory) -> Iterator[SmokeStudy]:
     """``study run --smoke`` through the real CLI in an empty folder, once per test run: its
     own short RAY_TMPDIR, every process that refers to it killed by PID at the end."""
-    from conftest import kill_processes_mentioning
     from mlflow.tracking import MlflowClient
+    from processkit import kill_processes_mentioning
     from studykit import child_runs, parent_runs
 
     from search_spaces.spec import load_spec, smoke_spec
